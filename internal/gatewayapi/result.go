@@ -1,0 +1,65 @@
+package gatewayapi
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/ir"
+)
+
+// DefaultControllerName is the GatewayClass controllerName Portico serves.
+const DefaultControllerName = "portico.dev/gateway-controller"
+
+// Kinds of objects that get a status.
+const (
+	KindGatewayClass = "GatewayClass"
+	KindGateway      = "Gateway"
+	KindListenerSet  = "ListenerSet"
+	KindHTTPRoute    = "HTTPRoute"
+	KindGRPCRoute    = "GRPCRoute"
+)
+
+// Options parameterise a translation. They hold values, never clients.
+type Options struct {
+	// ControllerName selects the GatewayClasses that are ours.
+	ControllerName string
+	// Now is the lastTransitionTime given to a condition whose status
+	// changed from the one already on the object (or that is new). A
+	// condition whose status did not change keeps the object's time.
+	Now metav1.Time
+}
+
+// Result is what one translation computes.
+type Result struct {
+	// Gateways is the IR of every Gateway of our classes that is accepted,
+	// sorted by namespace/name.
+	Gateways []*ir.Gateway
+	// Statuses is the desired status of every object of ours, sorted by
+	// kind, namespace and name.
+	Statuses []Status
+}
+
+// Status is the desired status of one object. Exactly one of the typed
+// fields is set, matching Kind.
+type Status struct {
+	Kind      string
+	Namespace string
+	Name      string
+	// Generation is the metadata.generation the status was computed from.
+	Generation int64
+
+	GatewayClass *gwv1.GatewayClassStatus
+	Gateway      *gwv1.GatewayStatus
+	ListenerSet  *gwv1.ListenerSetStatus
+	// Route holds only the parents managed by Options.ControllerName; the
+	// status writer merges them with other controllers' entries.
+	Route *gwv1.RouteStatus
+}
+
+// Key is "<Kind>/<namespace>/<name>" ("<Kind>/<name>" when cluster-scoped).
+func (s *Status) Key() string {
+	if s.Namespace == "" {
+		return s.Kind + "/" + s.Name
+	}
+	return s.Kind + "/" + s.Namespace + "/" + s.Name
+}

@@ -1,0 +1,234 @@
+// Package ir is Portico's data-plane-neutral model of one Gateway: the
+// listeners, routes, clusters and secrets a proxy needs. The gatewayapi
+// package builds it from Gateway API objects; xds/translate turns it into
+// Envoy resources. It holds plain values only: no clients, no clocks.
+//
+// Every slice is sorted by its builder so that equal inputs give equal IR.
+package ir
+
+import "time"
+
+// Gateway is the configuration of the proxies of one Gateway.
+type Gateway struct {
+	Namespace string
+	Name      string
+	// Listeners are the proxy's listening ports, one per port, sorted by Port.
+	Listeners []*Listener
+	// Clusters are the upstream Service ports referenced by routes (as
+	// backends or mirrors), sorted by Name, each listed once.
+	Clusters []*Cluster
+	// Secrets are the TLS certificates referenced by filter chains, sorted by
+	// Name.
+	Secrets []*Secret
+}
+
+// Key is "<namespace>/<name>", the identity proxies present as node.cluster.
+func (g *Gateway) Key() string { return g.Namespace + "/" + g.Name }
+
+// Protocol of a Listener.
+type Protocol string
+
+const (
+	ProtocolHTTP  Protocol = "HTTP"
+	ProtocolHTTPS Protocol = "HTTPS"
+)
+
+// Listener is one port of the proxy. Gateway API listeners (and ListenerSet
+// entries) that share a port and protocol are merged into one Listener.
+type Listener struct {
+	// Name is unique within the Gateway and stable, e.g. "http-80".
+	Name     string
+	Port     uint32
+	Protocol Protocol
+	// FilterChains: for HTTP exactly one with no ServerNames; for HTTPS one
+	// per distinct SNI hostname, sorted by Name. A chain with no ServerNames
+	// on HTTPS is the catch-all for a listener without a hostname.
+	FilterChains []*FilterChain
+}
+
+// FilterChain selects traffic by SNI (HTTPS) and routes it with RouteConfig.
+type FilterChain struct {
+	Name        string
+	ServerNames []string
+	// CertificateSecrets name entries of Gateway.Secrets, delivered by SDS.
+	CertificateSecrets []string
+	RouteConfig        *RouteConfig
+}
+
+// RouteConfig is a set of virtual hosts served on a filter chain.
+type RouteConfig struct {
+	Name         string
+	VirtualHosts []*VirtualHost // sorted by Name
+}
+
+// VirtualHost serves one hostname ("*" for any, "*.example.com" wildcard).
+type VirtualHost struct {
+	Name     string
+	Hostname string
+	// Routes are in match-precedence order: the first match wins.
+	Routes []*Route
+}
+
+// Route is one match of one rule of an HTTPRoute or GRPCRoute with its action.
+type Route struct {
+	// Name identifies the source: "<kind>/<ns>/<name>/rule/<i>/match/<j>".
+	Name            string
+	Match           Match
+	RequestHeaders  *HeaderModifier
+	ResponseHeaders *HeaderModifier
+	// Exactly one of the actions is set.
+	Redirect       *Redirect
+	DirectResponse *DirectResponse
+	Forward        *Forward
+}
+
+// PathMatchType is how a path is matched.
+type PathMatchType string
+
+const (
+	PathExact  PathMatchType = "Exact"
+	PathPrefix PathMatchType = "PathPrefix"
+	PathRegex  PathMatchType = "RegularExpression"
+)
+
+// StringMatchType is how a header or query parameter value is matched.
+type StringMatchType string
+
+const (
+	StringExact StringMatchType = "Exact"
+	StringRegex StringMatchType = "RegularExpression"
+)
+
+// Match is a conjunction: every set field must match.
+type Match struct {
+	// Path nil matches every path.
+	Path        *PathMatch
+	Headers     []StringMatch
+	QueryParams []StringMatch
+	// Method is an HTTP method; empty matches any.
+	Method string
+}
+
+// PathMatch matches the request path. For PathPrefix the value matches whole
+// path segments ("/foo" matches "/foo" and "/foo/bar", not "/foobar").
+type PathMatch struct {
+	Type  PathMatchType
+	Value string
+}
+
+// StringMatch matches a named header or query parameter.
+type StringMatch struct {
+	Name  string
+	Type  StringMatchType
+	Value string
+}
+
+// Header is a name and value.
+type Header struct {
+	Name  string
+	Value string
+}
+
+// HeaderModifier edits headers of a request or response.
+type HeaderModifier struct {
+	Set    []Header
+	Add    []Header
+	Remove []string
+}
+
+// PathModifierType says how a path is rewritten.
+type PathModifierType string
+
+const (
+	FullPathReplace    PathModifierType = "ReplaceFullPath"
+	PrefixMatchReplace PathModifierType = "ReplacePrefixMatch"
+)
+
+// PathModifier rewrites the path: the whole of it, or the matched prefix.
+type PathModifier struct {
+	Type  PathModifierType
+	Value string
+}
+
+// Redirect answers with an HTTP redirect. Unset fields keep the request's.
+type Redirect struct {
+	Scheme     *string
+	Hostname   *string
+	Port       *uint32
+	Path       *PathModifier
+	StatusCode int
+}
+
+// DirectResponse answers with a fixed status and body.
+type DirectResponse struct {
+	Status uint32
+	Body   string
+}
+
+// Forward proxies the request to weighted backends.
+type Forward struct {
+	// Backends with their weights. A backend with Invalid set stands for a
+	// backendRef that could not be resolved: its share of traffic is
+	// answered with HTTP 500.
+	Backends   []*WeightedBackend
+	URLRewrite *URLRewrite
+	Mirrors    []*Mirror
+	// Timeout bounds the whole request; BackendTimeout each try upstream.
+	Timeout        *time.Duration
+	BackendTimeout *time.Duration
+}
+
+// WeightedBackend is one backendRef of a rule.
+type WeightedBackend struct {
+	// Cluster names an entry of Gateway.Clusters; empty when Invalid.
+	Cluster string
+	Weight  uint32
+	Invalid bool
+}
+
+// URLRewrite rewrites the host and/or path before forwarding.
+type URLRewrite struct {
+	Hostname *string
+	Path     *PathModifier
+}
+
+// Mirror sends a copy of a share of requests to a cluster.
+type Mirror struct {
+	Cluster string
+	// Percent of requests mirrored, 0 < Percent <= 100.
+	Percent float64
+}
+
+// UpstreamProtocol is the protocol spoken to a cluster's endpoints.
+type UpstreamProtocol string
+
+const (
+	UpstreamHTTP1 UpstreamProtocol = "HTTP/1.1"
+	UpstreamHTTP2 UpstreamProtocol = "HTTP/2"
+)
+
+// Cluster is one port of one Service.
+type Cluster struct {
+	// Name is "<namespace>/<service>/<port>".
+	Name             string
+	ServiceNamespace string
+	ServiceName      string
+	ServicePort      int32
+	Protocol         UpstreamProtocol
+	// Endpoints are the ready endpoints, sorted by address and port.
+	Endpoints []Endpoint
+}
+
+// Endpoint is an address and the target port taken from the EndpointSlice.
+type Endpoint struct {
+	Address string
+	Port    uint32
+}
+
+// Secret is a TLS certificate and key.
+type Secret struct {
+	// Name is "<namespace>/<secret>".
+	Name string
+	Cert []byte
+	Key  []byte
+}

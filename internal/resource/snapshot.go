@@ -1,0 +1,107 @@
+// Package resource holds the input of a translation: an immutable snapshot of
+// Gateway API and core objects, the YAML loader that builds one from files,
+// and the indexes the translator needs.
+package resource
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+)
+
+// Key identifies a namespaced object of a known kind.
+type Key = types.NamespacedName
+
+// Snapshot is every input object the translator reads. A Snapshot is not
+// modified after Build; providers make a new one (sharing unchanged objects)
+// for every change.
+type Snapshot struct {
+	GatewayClasses  map[string]*gwv1.GatewayClass
+	Gateways        map[Key]*gwv1.Gateway
+	ListenerSets    map[Key]*gwv1.ListenerSet
+	HTTPRoutes      map[Key]*gwv1.HTTPRoute
+	GRPCRoutes      map[Key]*gwv1.GRPCRoute
+	ReferenceGrants map[Key]*gwv1beta1.ReferenceGrant
+	Services        map[Key]*corev1.Service
+	EndpointSlices  map[Key]*discoveryv1.EndpointSlice
+	Secrets         map[Key]*corev1.Secret
+	Namespaces      map[string]*corev1.Namespace
+
+	slicesByService map[Key][]*discoveryv1.EndpointSlice
+}
+
+// New returns an empty snapshot with every map allocated.
+func New() *Snapshot {
+	return &Snapshot{
+		GatewayClasses:  map[string]*gwv1.GatewayClass{},
+		Gateways:        map[Key]*gwv1.Gateway{},
+		ListenerSets:    map[Key]*gwv1.ListenerSet{},
+		HTTPRoutes:      map[Key]*gwv1.HTTPRoute{},
+		GRPCRoutes:      map[Key]*gwv1.GRPCRoute{},
+		ReferenceGrants: map[Key]*gwv1beta1.ReferenceGrant{},
+		Services:        map[Key]*corev1.Service{},
+		EndpointSlices:  map[Key]*discoveryv1.EndpointSlice{},
+		Secrets:         map[Key]*corev1.Secret{},
+		Namespaces:      map[string]*corev1.Namespace{},
+	}
+}
+
+// Build computes the snapshot's indexes. Call it once, after the last object
+// was added and before the snapshot is shared.
+func (s *Snapshot) Build() *Snapshot {
+	s.slicesByService = map[Key][]*discoveryv1.EndpointSlice{}
+	for _, k := range SortedKeys(s.EndpointSlices) {
+		es := s.EndpointSlices[k]
+		svc := es.Labels[discoveryv1.LabelServiceName]
+		if svc == "" {
+			continue
+		}
+		sk := Key{Namespace: es.Namespace, Name: svc}
+		s.slicesByService[sk] = append(s.slicesByService[sk], es)
+	}
+	return s
+}
+
+// EndpointSlicesFor returns the EndpointSlices of a Service, sorted by name.
+func (s *Snapshot) EndpointSlicesFor(svc Key) []*discoveryv1.EndpointSlice {
+	if s.slicesByService == nil {
+		s.Build()
+	}
+	return s.slicesByService[svc]
+}
+
+// Len is the number of objects in the snapshot.
+func (s *Snapshot) Len() int {
+	return len(s.GatewayClasses) + len(s.Gateways) + len(s.ListenerSets) + len(s.HTTPRoutes) +
+		len(s.GRPCRoutes) + len(s.ReferenceGrants) + len(s.Services) + len(s.EndpointSlices) +
+		len(s.Secrets) + len(s.Namespaces)
+}
+
+// SortedKeys returns the keys of a map keyed by Key, in namespace/name order.
+func SortedKeys[V any](m map[Key]V) []Key {
+	keys := make([]Key, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Namespace != keys[j].Namespace {
+			return keys[i].Namespace < keys[j].Namespace
+		}
+		return keys[i].Name < keys[j].Name
+	})
+	return keys
+}
+
+// SortedNames returns the keys of a map keyed by name, sorted.
+func SortedNames[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
