@@ -1,0 +1,240 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/portico-dev/portico/internal/metrics"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type fakeSource struct {
+	ready  atomic.Bool
+	xds    map[string]any
+	status any
+}
+
+func (f *fakeSource) Ready() bool { return f.ready.Load() }
+
+func (f *fakeSource) DebugXDS(gw string) (any, bool) {
+	v, ok := f.xds[gw]
+	return v, ok
+}
+
+func (f *fakeSource) DebugStatus() any { return f.status }
+
+func newFake() *fakeSource {
+	return &fakeSource{
+		xds: map[string]any{
+			"ns/gw": map[string]any{
+				"gateway":  "ns/gw",
+				"version":  "v1",
+				"clusters": []json.RawMessage{json.RawMessage(`{"name":"ns/gw/c1","connectTimeout":"1s"}`)},
+			},
+			"ns/bad": math.Inf(1), // not JSON-encodable
+		},
+		status: []map[string]any{{"kind": "Gateway", "metadata": map[string]string{"namespace": "ns", "name": "gw"}}},
+	}
+}
+
+func get(t *testing.T, h http.Handler, method, target string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, target, nil))
+	return rec
+}
+
+func TestProbes(t *testing.T) {
+	src := newFake()
+	h := New(nil, metrics.New(), src).Handler()
+
+	if rec := get(t, h, http.MethodGet, "/healthz"); rec.Code != http.StatusOK || rec.Body.String() != "ok" {
+		t.Errorf("/healthz = %d %q", rec.Code, rec.Body.String())
+	}
+	rec := get(t, h, http.MethodGet, "/readyz")
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "not ready") {
+		t.Errorf("/readyz before ready = %d %q, want 503 with a reason", rec.Code, rec.Body.String())
+	}
+	src.ready.Store(true)
+	if rec := get(t, h, http.MethodGet, "/readyz"); rec.Code != http.StatusOK || rec.Body.String() != "ok" {
+		t.Errorf("/readyz when ready = %d %q", rec.Code, rec.Body.String())
+	}
+	if rec := get(t, h, http.MethodHead, "/healthz"); rec.Code != http.StatusOK {
+		t.Errorf("HEAD /healthz = %d", rec.Code)
+	}
+	if rec := get(t, h, http.MethodPost, "/healthz"); rec.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /healthz = %d, want 405", rec.Code)
+	}
+	if rec := get(t, h, http.MethodGet, "/nope"); rec.Code != http.StatusNotFound {
+		t.Errorf("/nope = %d, want 404", rec.Code)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	m := metrics.New()
+	m.SetSnapshotVersion("ns/gw", "v1")
+	m.XDSNacks.WithLabelValues("ns/gw", "type.googleapis.com/envoy.config.cluster.v3.Cluster").Inc()
+	h := New(nil, m, newFake()).Handler()
+
+	rec := get(t, h, http.MethodGet, "/metrics")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics = %d", rec.Code)
+	}
+	body := rec.Body.String()
+	for _, want := range []string{
+		`portico_xds_snapshot_info{gateway="ns/gw",version="v1"} 1`,
+		`portico_xds_nacks_total{gateway="ns/gw",type_url="type.googleapis.com/envoy.config.cluster.v3.Cluster"} 1`,
+		`portico_xds_streams{kind="sotw"} 0`,
+		"# TYPE portico_translation_duration_seconds histogram",
+		"go_goroutines",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func TestDebugXDS(t *testing.T) {
+	h := New(nil, metrics.New(), newFake()).Handler()
+
+	if rec := get(t, h, http.MethodGet, "/debug/xds"); rec.Code != http.StatusBadRequest {
+		t.Errorf("without gateway: %d, want 400", rec.Code)
+	}
+	if rec := get(t, h, http.MethodGet, "/debug/xds?gateway=ns/unknown"); rec.Code != http.StatusNotFound {
+		t.Errorf("unknown gateway: %d, want 404", rec.Code)
+	}
+	if rec := get(t, h, http.MethodGet, "/debug/xds?gateway=ns/bad"); rec.Code != http.StatusInternalServerError {
+		t.Errorf("unencodable view: %d, want 500", rec.Code)
+	}
+
+	rec := get(t, h, http.MethodGet, "/debug/xds?gateway=ns%2Fgw")
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("known gateway: %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	body := rec.Body.String()
+	if !strings.Contains(body, "\n  \"clusters\": [\n    {\n      \"name\": \"ns/gw/c1\",\n") {
+		t.Errorf("response not indented:\n%s", body)
+	}
+	var got struct {
+		Gateway  string
+		Version  string
+		Clusters []map[string]string
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("decode: %v\n%s", err, body)
+	}
+	if got.Gateway != "ns/gw" || got.Version != "v1" || got.Clusters[0]["name"] != "ns/gw/c1" {
+		t.Errorf("decoded %+v", got)
+	}
+}
+
+func TestDebugStatus(t *testing.T) {
+	h := New(nil, metrics.New(), newFake()).Handler()
+	rec := get(t, h, http.MethodGet, "/debug/status")
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("/debug/status = %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	var got []struct {
+		Kind     string
+		Metadata struct{ Namespace, Name string }
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if len(got) != 1 || got[0].Kind != "Gateway" || got[0].Metadata.Name != "gw" {
+		t.Errorf("decoded %+v", got)
+	}
+}
+
+func TestNilSource(t *testing.T) {
+	h := New(nil, nil, nil).Handler()
+	if rec := get(t, h, http.MethodGet, "/readyz"); rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %d, want 503", rec.Code)
+	}
+	if rec := get(t, h, http.MethodGet, "/debug/xds?gateway=ns/gw"); rec.Code != http.StatusNotFound {
+		t.Errorf("/debug/xds = %d, want 404", rec.Code)
+	}
+	if rec := get(t, h, http.MethodGet, "/debug/status"); rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != "null" {
+		t.Errorf("/debug/status = %d %q", rec.Code, rec.Body.String())
+	}
+	if rec := get(t, h, http.MethodGet, "/metrics"); rec.Code != http.StatusNotFound {
+		t.Errorf("/metrics without metrics = %d, want 404", rec.Code)
+	}
+}
+
+func TestHandleExtraEndpoint(t *testing.T) {
+	s := New(nil, metrics.New(), newFake())
+	s.Handle("GET /debug/leader", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "leader")
+	}))
+	if rec := get(t, s.Handler(), http.MethodGet, "/debug/leader"); rec.Code != http.StatusOK || rec.Body.String() != "leader" {
+		t.Errorf("/debug/leader = %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+func TestServe(t *testing.T) {
+	src := newFake()
+	src.ready.Store(true)
+	s := New(nil, metrics.New(), src)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, lis) }()
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + lis.Addr().String() + "/readyz")
+	if err != nil {
+		cancel()
+		<-served
+		t.Fatalf("GET /readyz: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+		t.Errorf("/readyz = %d %q", resp.StatusCode, body)
+	}
+	client.CloseIdleConnections()
+
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after cancel")
+	}
+	if _, err := client.Get("http://" + lis.Addr().String() + "/healthz"); err == nil {
+		t.Error("server still answering after shutdown")
+	}
+}
+
+func TestServeReturnsListenerError(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := New(nil, nil, nil).Serve(ctx, lis); err == nil {
+		t.Fatal("Serve on a closed listener returned nil")
+	}
+}

@@ -1,0 +1,147 @@
+package status
+
+import (
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/gatewayapi"
+)
+
+// The merge functions build the status to write from the desired status and
+// the live object's status. They never modify their arguments. Conditions
+// keep the live lastTransitionTime when their status did not change, so a
+// desired status that only differs by the time it was computed is a no-op.
+
+func mergeConditions(live, desired []metav1.Condition, now metav1.Time) []metav1.Condition {
+	if desired == nil {
+		return nil
+	}
+	out := append([]metav1.Condition(nil), desired...)
+	return gatewayapi.KeepTransitionTimes(live, out, now)
+}
+
+func mergeGatewayClass(live gwv1.GatewayClassStatus, desired *gwv1.GatewayClassStatus, now metav1.Time) gwv1.GatewayClassStatus {
+	out := *desired.DeepCopy()
+	out.Conditions = mergeConditions(live.Conditions, desired.Conditions, now)
+	return out
+}
+
+func mergeGateway(live gwv1.GatewayStatus, desired *gwv1.GatewayStatus, now metav1.Time) gwv1.GatewayStatus {
+	out := *desired.DeepCopy()
+	defaultGatewayStatus(&out)
+	out.Conditions = mergeConditions(live.Conditions, desired.Conditions, now)
+	for i := range out.Listeners {
+		var prev []metav1.Condition
+		for _, l := range live.Listeners {
+			if l.Name == out.Listeners[i].Name {
+				prev = l.Conditions
+				break
+			}
+		}
+		out.Listeners[i].Conditions = mergeConditions(prev, desired.Listeners[i].Conditions, now)
+	}
+	return out
+}
+
+func mergeListenerSet(live gwv1.ListenerSetStatus, desired *gwv1.ListenerSetStatus, now metav1.Time) gwv1.ListenerSetStatus {
+	out := *desired.DeepCopy()
+	defaultListenerSetStatus(&out)
+	out.Conditions = mergeConditions(live.Conditions, desired.Conditions, now)
+	for i := range out.Listeners {
+		var prev []metav1.Condition
+		for _, l := range live.Listeners {
+			if l.Name == out.Listeners[i].Name {
+				prev = l.Conditions
+				break
+			}
+		}
+		out.Listeners[i].Conditions = mergeConditions(prev, desired.Listeners[i].Conditions, now)
+	}
+	return out
+}
+
+// mergeRoute replaces this controller's entries of status.parents with the
+// desired ones and keeps every other controller's entries where they were.
+// Our entries follow the foreign ones, in desired order, so the result is
+// stable and repeated merges do not reorder the list. A nil desired removes
+// all of our entries (the route no longer references any parent of ours).
+func mergeRoute(live gwv1.RouteStatus, desired *gwv1.RouteStatus, controller gwv1.GatewayController, now metav1.Time) gwv1.RouteStatus {
+	var out gwv1.RouteStatus
+	var ours []gwv1.RouteParentStatus
+	for _, p := range live.Parents {
+		if p.ControllerName == controller {
+			ours = append(ours, p)
+			continue
+		}
+		out.Parents = append(out.Parents, *p.DeepCopy())
+	}
+	if desired == nil {
+		return out
+	}
+	for _, d := range desired.Parents {
+		d = *d.DeepCopy()
+		d.ControllerName = controller
+		defaultParentRef(&d.ParentRef)
+		var prev []metav1.Condition
+		for _, p := range ours {
+			ref := *p.ParentRef.DeepCopy()
+			defaultParentRef(&ref)
+			if reflect.DeepEqual(ref, d.ParentRef) {
+				prev = p.Conditions
+				break
+			}
+		}
+		d.Conditions = mergeConditions(prev, d.Conditions, now)
+		out.Parents = append(out.Parents, d)
+	}
+	return out
+}
+
+// The API server applies the CRD schema's defaults to status too. Desired
+// statuses get the same defaults before they are compared with live ones, or
+// every comparison would differ and every write would repeat.
+var (
+	defaultGroup       = gwv1.Group(gwv1.GroupName)
+	defaultParentKind  = gwv1.Kind("Gateway")
+	defaultAddressType = gwv1.IPAddressType
+)
+
+func defaultKinds(kinds []gwv1.RouteGroupKind) {
+	for i := range kinds {
+		if kinds[i].Group == nil {
+			g := defaultGroup
+			kinds[i].Group = &g
+		}
+	}
+}
+
+func defaultGatewayStatus(s *gwv1.GatewayStatus) {
+	for i := range s.Addresses {
+		if s.Addresses[i].Type == nil {
+			t := defaultAddressType
+			s.Addresses[i].Type = &t
+		}
+	}
+	for i := range s.Listeners {
+		defaultKinds(s.Listeners[i].SupportedKinds)
+	}
+}
+
+func defaultListenerSetStatus(s *gwv1.ListenerSetStatus) {
+	for i := range s.Listeners {
+		defaultKinds(s.Listeners[i].SupportedKinds)
+	}
+}
+
+func defaultParentRef(ref *gwv1.ParentReference) {
+	if ref.Group == nil {
+		g := defaultGroup
+		ref.Group = &g
+	}
+	if ref.Kind == nil {
+		k := defaultParentKind
+		ref.Kind = &k
+	}
+}

@@ -1,0 +1,233 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/portico-dev/portico/internal/metrics"
+)
+
+// callbacks observe the xDS streams of one go-control-plane server: they keep
+// the stream gauges and request/NACK counters, log NACKs, and refuse proxies
+// that do not say which gateway they belong to.
+//
+// They also stop SotW NACK loops. A SotW NACK carries the last version the
+// proxy accepted; the snapshot cache, seeing a version different from its
+// snapshot's, would answer at once with the rejected snapshot again, which
+// the proxy rejects again, and so on. OnStreamRequest therefore rewrites the
+// version_info of a NACK (of the latest response) to the rejected version, so
+// the cache waits for a new snapshot before sending that type again. Delta
+// xDS needs no such care: the cache only sends resources that changed.
+type callbacks struct {
+	log *slog.Logger
+	m   *metrics.Metrics
+
+	mu sync.Mutex
+	// State of each open stream. The SotW and delta servers number their
+	// streams independently, hence two maps.
+	sotw  map[int64]*streamState
+	delta map[int64]*streamState
+}
+
+type streamState struct {
+	gateway string               // node.cluster, bound by the first request
+	nodeID  string               // node.id of the first request
+	sent    map[string]sentState // SotW: last response sent, by type URL
+}
+
+type sentState struct{ nonce, version string }
+
+var _ serverv3.Callbacks = (*callbacks)(nil)
+
+func newCallbacks(log *slog.Logger, m *metrics.Metrics) *callbacks {
+	return &callbacks{log: log, m: m, sotw: map[int64]*streamState{}, delta: map[int64]*streamState{}}
+}
+
+// bind returns the state of stream id in streams, binding the stream to the
+// gateway named by node.cluster on its first request. Only the first request
+// of a stream must carry the node. The caller holds c.mu.
+func bind(streams map[int64]*streamState, id int64, node *corev3.Node) (*streamState, error) {
+	st, ok := streams[id]
+	cluster := node.GetCluster()
+	switch {
+	case cluster == "" && ok:
+		return st, nil
+	case cluster == "":
+		return nil, status.Errorf(codes.InvalidArgument,
+			"node %q has no cluster: set node.cluster (envoy --service-cluster) to <namespace>/<gateway>",
+			node.GetId())
+	case ok && cluster != st.gateway:
+		return nil, status.Errorf(codes.InvalidArgument,
+			"node.cluster changed from %q to %q on an open stream", st.gateway, cluster)
+	case ok:
+		return st, nil
+	}
+	st = &streamState{gateway: cluster, nodeID: node.GetId(), sent: map[string]sentState{}}
+	streams[id] = st
+	return st, nil
+}
+
+func (c *callbacks) unbind(streams map[int64]*streamState, id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(streams, id)
+}
+
+func (c *callbacks) OnStreamOpen(ctx context.Context, id int64, typeURL string) error {
+	c.m.XDSStreams.WithLabelValues(metrics.KindSotW).Inc()
+	c.log.Debug("xds stream opened", "kind", metrics.KindSotW, "stream", id,
+		"type_url", typeURL, "peer", peerAddr(ctx))
+	return nil
+}
+
+func (c *callbacks) OnStreamClosed(id int64, node *corev3.Node) {
+	c.m.XDSStreams.WithLabelValues(metrics.KindSotW).Dec()
+	c.unbind(c.sotw, id)
+	c.log.Debug("xds stream closed", "kind", metrics.KindSotW, "stream", id,
+		"gateway", node.GetCluster(), "node", node.GetId())
+}
+
+func (c *callbacks) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
+	c.mu.Lock()
+	st, err := bind(c.sotw, id, req.GetNode())
+	var gw, nodeID, rejected string
+	if err == nil {
+		gw, nodeID = st.gateway, st.nodeID
+		if req.GetErrorDetail() != nil {
+			if last, ok := st.sent[req.GetTypeUrl()]; ok && last.nonce == req.GetResponseNonce() {
+				rejected = last.version
+			}
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Warn("xds request refused", "kind", metrics.KindSotW, "stream", id,
+			"type_url", req.GetTypeUrl(), "error", err)
+		return err
+	}
+	c.m.XDSRequests.WithLabelValues(metrics.KindSotW, req.GetTypeUrl()).Inc()
+	if req.GetErrorDetail() != nil {
+		c.nack(metrics.KindSotW, id, gw, nodeID, req.GetTypeUrl(), req.GetResponseNonce(),
+			req.GetErrorDetail().GetMessage(),
+			"rejected_version", rejected, "accepted_version", req.GetVersionInfo())
+		if rejected != "" {
+			// See the callbacks doc: wait for a snapshot newer than the
+			// rejected one instead of resending it.
+			req.VersionInfo = rejected
+		}
+	}
+	return nil
+}
+
+func (c *callbacks) OnStreamResponse(_ context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+	c.mu.Lock()
+	if st, ok := c.sotw[id]; ok {
+		st.sent[resp.GetTypeUrl()] = sentState{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
+	}
+	c.mu.Unlock()
+	c.log.Debug("xds response sent", "kind", metrics.KindSotW, "stream", id,
+		"gateway", req.GetNode().GetCluster(), "type_url", resp.GetTypeUrl(),
+		"version", resp.GetVersionInfo(), "nonce", resp.GetNonce(), "resources", len(resp.GetResources()))
+}
+
+func (c *callbacks) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL string) error {
+	c.m.XDSStreams.WithLabelValues(metrics.KindDelta).Inc()
+	c.log.Debug("xds stream opened", "kind", metrics.KindDelta, "stream", id,
+		"type_url", typeURL, "peer", peerAddr(ctx))
+	return nil
+}
+
+func (c *callbacks) OnDeltaStreamClosed(id int64, node *corev3.Node) {
+	c.m.XDSStreams.WithLabelValues(metrics.KindDelta).Dec()
+	c.unbind(c.delta, id)
+	c.log.Debug("xds stream closed", "kind", metrics.KindDelta, "stream", id,
+		"gateway", node.GetCluster(), "node", node.GetId())
+}
+
+func (c *callbacks) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
+	// Unlike SotW, the delta server calls this before filling in the node
+	// of requests that omit it; bind remembers it from the first request.
+	c.mu.Lock()
+	st, err := bind(c.delta, id, req.GetNode())
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Warn("xds request refused", "kind", metrics.KindDelta, "stream", id,
+			"type_url", req.GetTypeUrl(), "error", err)
+		return err
+	}
+	c.m.XDSRequests.WithLabelValues(metrics.KindDelta, req.GetTypeUrl()).Inc()
+	if req.GetErrorDetail() != nil {
+		c.nack(metrics.KindDelta, id, st.gateway, st.nodeID, req.GetTypeUrl(), req.GetResponseNonce(),
+			req.GetErrorDetail().GetMessage())
+	}
+	return nil
+}
+
+func (c *callbacks) OnStreamDeltaResponse(id int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+	c.log.Debug("xds response sent", "kind", metrics.KindDelta, "stream", id,
+		"gateway", req.GetNode().GetCluster(), "type_url", resp.GetTypeUrl(),
+		"version", resp.GetSystemVersionInfo(), "nonce", resp.GetNonce(),
+		"resources", len(resp.GetResources()), "removed", len(resp.GetRemovedResources()))
+}
+
+func (c *callbacks) OnFetchRequest(_ context.Context, req *discoveryv3.DiscoveryRequest) error {
+	if req.GetNode().GetCluster() == "" {
+		err := status.Errorf(codes.InvalidArgument,
+			"node %q has no cluster: set node.cluster to <namespace>/<gateway>", req.GetNode().GetId())
+		c.log.Warn("xds request refused", "kind", metrics.KindFetch,
+			"type_url", req.GetTypeUrl(), "error", err)
+		return err
+	}
+	c.m.XDSRequests.WithLabelValues(metrics.KindFetch, req.GetTypeUrl()).Inc()
+	if req.GetErrorDetail() != nil {
+		c.nack(metrics.KindFetch, 0, req.GetNode().GetCluster(), req.GetNode().GetId(), req.GetTypeUrl(),
+			req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), "accepted_version", req.GetVersionInfo())
+	}
+	return nil
+}
+
+func (c *callbacks) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {}
+
+// nack records a proxy's rejection of the last response of typeURL. The
+// cache keeps serving the last snapshot; the proxy keeps its last good
+// config until a new snapshot version is set.
+func (c *callbacks) nack(kind string, id int64, gw, nodeID, typeURL, nonce, msg string, attrs ...any) {
+	c.m.XDSNacks.WithLabelValues(gw, typeURL).Inc()
+	args := append([]any{"kind", kind, "stream", id, "gateway", gw, "node", nodeID,
+		"type_url", typeURL, "nonce", nonce, "error", msg}, attrs...)
+	c.log.Warn("xds config rejected by proxy (NACK)", args...)
+}
+
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+// cacheLogger adapts slog to go-control-plane's logger. The cache is
+// chatty: its Info goes to Debug and its Warn (e.g. an ADS request naming
+// only part of a snapshot's resources, normal while a proxy warms up) to Info.
+type cacheLogger struct{ log *slog.Logger }
+
+func (l cacheLogger) Debugf(format string, args ...any) { l.logf(slog.LevelDebug, format, args) }
+func (l cacheLogger) Infof(format string, args ...any)  { l.logf(slog.LevelDebug, format, args) }
+func (l cacheLogger) Warnf(format string, args ...any)  { l.logf(slog.LevelInfo, format, args) }
+func (l cacheLogger) Errorf(format string, args ...any) { l.logf(slog.LevelError, format, args) }
+
+func (l cacheLogger) logf(level slog.Level, format string, args []any) {
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	l.log.Log(ctx, level, fmt.Sprintf(format, args...), "source", "go-control-plane")
+}

@@ -1,0 +1,239 @@
+// Package server serves the xDS resources of every Gateway to its Envoy
+// proxies over gRPC, using go-control-plane's snapshot cache.
+//
+// A proxy is matched to its Gateway by node.cluster, which must be
+// "<namespace>/<gateway>" (the same string as translate.Resources.Gateway).
+// State-of-the-world and incremental (delta) xDS are both served through ADS;
+// the per-type services (CDS, EDS, LDS, RDS, SDS) are registered too for
+// proxies that do not use ADS.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/portico-dev/portico/internal/metrics"
+	"github.com/portico-dev/portico/internal/xds/translate"
+)
+
+// Defaults for the gRPC server built by Serve.
+const (
+	// MaxConcurrentStreams bounds the streams of one proxy connection. An
+	// Envoy needs one ADS stream (or five without ADS); the margin covers
+	// reconnect overlap.
+	MaxConcurrentStreams = 1024
+	// KeepaliveMinTime is the most frequent client keepalive ping accepted.
+	KeepaliveMinTime = 15 * time.Second
+	// KeepaliveTime is how long a connection may be idle before the server
+	// pings it; KeepaliveTimeout is how long it waits for the ping ack
+	// before closing the connection to a dead proxy.
+	KeepaliveTime    = 30 * time.Second
+	KeepaliveTimeout = 10 * time.Second
+	// DefaultShutdownTimeout bounds GracefulStop in Serve before Stop.
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Server serves xDS snapshots, one per Gateway, keyed by node.cluster.
+type Server struct {
+	// ShutdownTimeout bounds the graceful stop of Serve; after it the
+	// remaining connections are closed. Zero means DefaultShutdownTimeout.
+	// Set it before calling Serve.
+	ShutdownTimeout time.Duration
+
+	log   *slog.Logger
+	m     *metrics.Metrics
+	cache cachev3.SnapshotCache
+
+	mu       sync.Mutex        // serialises Update
+	versions map[string]string // gateway → version set in the cache
+}
+
+// New returns a Server with an empty ADS snapshot cache. A nil log discards
+// logs; a nil m uses a private metrics.Metrics.
+func New(log *slog.Logger, m *metrics.Metrics) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = metrics.New()
+	}
+	log = log.With("component", "xds-server")
+	return &Server{
+		log:      log,
+		m:        m,
+		cache:    cachev3.NewSnapshotCache(true, NodeHash{}, cacheLogger{log}),
+		versions: map[string]string{},
+	}
+}
+
+// Cache returns the snapshot cache holding one snapshot per gateway.
+func (s *Server) Cache() cachev3.SnapshotCache { return s.cache }
+
+// NodeHash keys the snapshot cache by node.cluster ("<namespace>/<gateway>").
+// A node without cluster hashes to "", for which no snapshot is ever set;
+// the server callbacks refuse such nodes before they reach the cache.
+type NodeHash struct{}
+
+var _ cachev3.NodeHash = NodeHash{}
+
+// ID returns node.cluster.
+func (NodeHash) ID(node *corev3.Node) string { return node.GetCluster() }
+
+// Update replaces the set of served Gateways with res: the snapshot of each
+// gateway whose version changed is set (waking the proxies watching it), and
+// the snapshot of each gateway absent from res is cleared. A gateway whose
+// resources cannot be turned into a consistent snapshot keeps its previous
+// snapshot; such failures are returned joined, after all other gateways
+// were updated. ctx bounds the hand-off of responses to open streams.
+func (s *Server) Update(ctx context.Context, res []*translate.Resources) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	var errs []error
+	present := make(map[string]bool, len(res))
+	for _, r := range res {
+		if r == nil {
+			continue
+		}
+		gw := r.Gateway
+		if gw == "" {
+			errs = append(errs, errors.New("xds resources without gateway name"))
+			continue
+		}
+		if present[gw] {
+			errs = append(errs, fmt.Errorf("gateway %s: duplicate xds resources, first kept", gw))
+			continue
+		}
+		present[gw] = true
+		if r.Version == "" {
+			errs = append(errs, fmt.Errorf("gateway %s: xds resources without version", gw))
+			continue
+		}
+		if old, ok := s.versions[gw]; ok && old == r.Version {
+			continue
+		}
+		snap, err := r.Snapshot() // checks consistency too
+		if err != nil {
+			errs = append(errs, fmt.Errorf("xds version %s: %w", r.Version, err))
+			s.log.Error("xds snapshot rejected, keeping the previous one",
+				"gateway", gw, "version", r.Version, "error", err)
+			continue
+		}
+		if err := s.cache.SetSnapshot(ctx, gw, snap); err != nil {
+			// The cache stores the snapshot before answering watches; the
+			// version is not recorded so that the next Update retries.
+			errs = append(errs, fmt.Errorf("gateway %s: set xds snapshot %s: %w", gw, r.Version, err))
+			continue
+		}
+		s.versions[gw] = r.Version
+		s.m.SetSnapshotVersion(gw, r.Version)
+		s.log.Info("xds snapshot updated", "gateway", gw, "version", r.Version)
+	}
+
+	var gone []string
+	for gw := range s.versions {
+		if !present[gw] {
+			gone = append(gone, gw)
+		}
+	}
+	sort.Strings(gone)
+	for _, gw := range gone {
+		s.cache.ClearSnapshot(gw)
+		delete(s.versions, gw)
+		s.m.DeleteGateway(gw)
+		s.log.Info("xds snapshot cleared", "gateway", gw)
+	}
+	return errors.Join(errs...)
+}
+
+// ServerOptions returns the default gRPC options of Serve: keepalive
+// enforcement and parameters and the stream limit. Options passed to Serve
+// are applied after these and so override them.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             KeepaliveMinTime,
+			PermitWithoutStream: true,
+		}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:    KeepaliveTime,
+			Timeout: KeepaliveTimeout,
+		}),
+	}
+}
+
+// Serve serves xDS over gRPC on lis until ctx is done, then stops gracefully,
+// waiting at most ShutdownTimeout before closing remaining connections. Open
+// xDS streams end when ctx is done. opts (e.g. TLS credentials) are added to
+// ServerOptions. It returns nil after a shutdown caused by ctx, or the error
+// that made the gRPC server fail. lis is closed on return.
+func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
+	gs := grpc.NewServer(append(ServerOptions(), opts...)...)
+	// Each Serve has its own xDS server (whose stream handlers end with
+	// ctx) and its own callbacks (stream ids are per xDS server).
+	xds := serverv3.NewServer(ctx, s.cache, newCallbacks(s.log, s.m))
+	register(gs, xds)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- gs.Serve(lis) }()
+	s.log.Info("xds server listening", "address", lis.Addr().String())
+
+	select {
+	case err := <-serveErr:
+		gs.Stop()
+		return fmt.Errorf("xds server: %w", err)
+	case <-ctx.Done():
+	}
+
+	timeout := s.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = DefaultShutdownTimeout
+	}
+	stopped := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		s.log.Warn("xds server graceful stop timed out, closing connections", "timeout", timeout)
+		gs.Stop()
+		<-stopped
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("xds server: %w", err)
+	}
+	s.log.Info("xds server stopped")
+	return nil
+}
+
+func register(gs *grpc.Server, xds serverv3.Server) {
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(gs, xds)
+	clusterservice.RegisterClusterDiscoveryServiceServer(gs, xds)
+	endpointservice.RegisterEndpointDiscoveryServiceServer(gs, xds)
+	listenerservice.RegisterListenerDiscoveryServiceServer(gs, xds)
+	routeservice.RegisterRouteDiscoveryServiceServer(gs, xds)
+	secretservice.RegisterSecretDiscoveryServiceServer(gs, xds)
+}
