@@ -96,7 +96,15 @@ build_k8s() {
   esac
   start=$(date +%s)
   log "[$b] building $pkg ..."
-  (cd "$WORK/k8s" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "$OUT/$b.tmp" "$pkg")
+  # Stamp the version the way Kubernetes' own build does, so /version and
+  # --version report v1.37.2 rather than v0.0.0-master.
+  local minor=${K8S_VERSION#v1.}
+  minor=${minor%%.*}
+  local ldflags="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags="$ldflags -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  (cd "$WORK/k8s" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="$ldflags" -o "$OUT/$b.tmp" "$pkg")
   mv "$OUT/$b.tmp" "$OUT/$b"
   log "[$b] done in $(( $(date +%s) - start ))s"
 }

@@ -1,0 +1,275 @@
+// Package kube is the Kubernetes provider: controller-runtime informer caches
+// for every input kind of the translator, feeding the pipeline.
+//
+// Informer events update the cache (controller-runtime does that) and then
+// pass through a filter that says whether the event matters for
+// translation. An event that matters marks the input dirty and notifies the
+// pipeline, which debounces and then asks for a snapshot: the snapshot is
+// built from the cache once per translation, not once per event. A
+// status-only change of one of our objects does not re-translate; it is
+// handed to the status writer, which corrects drift.
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// Config configures a Provider.
+type Config struct {
+	RESTConfig *rest.Config
+	Scheme     *runtime.Scheme
+	// Notify is called (from informer goroutines) when the input changed in
+	// a way that matters. It must not block; the pipeline calls Snapshot
+	// when it is ready to translate.
+	Notify func()
+	// Observe is called when only the status of one of our objects changed.
+	// It must not block.
+	Observe func(kind string, key types.NamespacedName)
+	Log     *slog.Logger
+}
+
+// Provider watches the API server.
+type Provider struct {
+	cfg    Config
+	cache  cache.Cache
+	synced atomic.Bool
+
+	mu   sync.Mutex
+	refs refs // what the last snapshot references; guarded by mu
+}
+
+// New creates the provider and its cache. Nothing is watched until Run.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Notify == nil {
+		cfg.Notify = func() {}
+	}
+	if cfg.Observe == nil {
+		cfg.Observe = func(string, types.NamespacedName) {}
+	}
+	c, err := cache.New(cfg.RESTConfig, cache.Options{
+		Scheme: cfg.Scheme,
+		// Nothing of ours reads managedFields; they are most of the size
+		// of many objects.
+		DefaultTransform: cache.TransformStripManagedFields(),
+		// The translator never modifies its inputs, so reads share the
+		// cache's objects instead of deep-copying the world.
+		DefaultUnsafeDisableDeepCopy: ptr.To(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kube provider: %w", err)
+	}
+	return &Provider{cfg: cfg, cache: c}, nil
+}
+
+// Cache is the provider's informer cache (read-only use).
+func (p *Provider) Cache() cache.Cache { return p.cache }
+
+// Synced reports whether every informer finished its initial list.
+func (p *Provider) Synced() bool { return p.synced.Load() }
+
+// kinds are the watched kinds, each with how its events matter.
+func (p *Provider) kinds() []watched {
+	return []watched{
+		{obj: &gwv1.GatewayClass{}, kind: gatewayapi.KindGatewayClass, hasStatus: true},
+		{obj: &gwv1.Gateway{}, kind: gatewayapi.KindGateway, hasStatus: true},
+		{obj: &gwv1.ListenerSet{}, kind: gatewayapi.KindListenerSet, hasStatus: true},
+		{obj: &gwv1.HTTPRoute{}, kind: gatewayapi.KindHTTPRoute, hasStatus: true},
+		{obj: &gwv1.GRPCRoute{}, kind: gatewayapi.KindGRPCRoute, hasStatus: true},
+		{obj: &gwv1beta1.ReferenceGrant{}, kind: "ReferenceGrant"},
+		{obj: &corev1.Namespace{}, kind: "Namespace", matters: namespaceMatters},
+		{obj: &corev1.Service{}, kind: "Service", referenced: func(r *refs, o client.Object) bool {
+			return r.services[key(o)]
+		}},
+		{obj: &discoveryv1.EndpointSlice{}, kind: "EndpointSlice", referenced: func(r *refs, o client.Object) bool {
+			svc := o.GetLabels()[discoveryv1.LabelServiceName]
+			return r.services[types.NamespacedName{Namespace: o.GetNamespace(), Name: svc}]
+		}},
+		{obj: &corev1.Secret{}, kind: "Secret", referenced: func(r *refs, o client.Object) bool {
+			return r.secrets[key(o)]
+		}},
+	}
+}
+
+// Run registers the event handlers, starts the cache and blocks until ctx is
+// done. Once every informer has synced it notifies the pipeline for the
+// first full translation.
+func (p *Provider) Run(ctx context.Context) error {
+	for _, w := range p.kinds() {
+		inf, err := p.cache.GetInformer(ctx, w.obj)
+		if err != nil {
+			return fmt.Errorf("kube provider: informer for %s: %w", w.kind, err)
+		}
+		if _, err := inf.AddEventHandler(p.handler(w)); err != nil {
+			return fmt.Errorf("kube provider: handler for %s: %w", w.kind, err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- p.cache.Start(ctx) }()
+	if !p.cache.WaitForCacheSync(ctx) {
+		if err := ctx.Err(); err != nil {
+			<-errc
+			return nil
+		}
+		return fmt.Errorf("kube provider: caches did not sync")
+	}
+	p.synced.Store(true)
+	p.cfg.Log.Info("caches synced")
+	p.cfg.Notify()
+	return <-errc
+}
+
+// Snapshot builds a snapshot of everything in the cache and records what it
+// references, for the event filter. Called by the pipeline's goroutine.
+func (p *Provider) Snapshot(ctx context.Context) (*resource.Snapshot, error) {
+	s := resource.New()
+	if err := listInto(ctx, p.cache, &gwv1.GatewayClassList{}, func(o *gwv1.GatewayClass) { s.GatewayClasses[o.Name] = o }); err != nil {
+		return nil, err
+	}
+	if err := listInto(ctx, p.cache, &gwv1.GatewayList{}, func(o *gwv1.Gateway) { s.Gateways[key(o)] = o }); err != nil {
+		return nil, err
+	}
+	if err := listInto(ctx, p.cache, &gwv1.ListenerSetList{}, func(o *gwv1.ListenerSet) { s.ListenerSets[key(o)] = o }); err != nil {
+		return nil, err
+	}
+	if err := listInto(ctx, p.cache, &gwv1.HTTPRouteList{}, func(o *gwv1.HTTPRoute) { s.HTTPRoutes[key(o)] = o }); err != nil {
+		return nil, err
+	}
+	if err := listInto(ctx, p.cache, &gwv1.GRPCRouteList{}, func(o *gwv1.GRPCRoute) { s.GRPCRoutes[key(o)] = o }); err != nil {
+		return nil, err
+	}
+	if err := listInto(ctx, p.cache, &gwv1beta1.ReferenceGrantList{}, func(o *gwv1beta1.ReferenceGrant) { s.ReferenceGrants[key(o)] = o }); err != nil {
+		return nil, err
+	}
+	if err := listInto(ctx, p.cache, &corev1.NamespaceList{}, func(o *corev1.Namespace) { s.Namespaces[o.Name] = o }); err != nil {
+		return nil, err
+	}
+	r := collectRefs(s)
+	if err := listInto(ctx, p.cache, &corev1.ServiceList{}, func(o *corev1.Service) {
+		if r.services[key(o)] {
+			s.Services[key(o)] = o
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if err := listInto(ctx, p.cache, &discoveryv1.EndpointSliceList{}, func(o *discoveryv1.EndpointSlice) {
+		if r.services[types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}] {
+			s.EndpointSlices[key(o)] = o
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if err := listInto(ctx, p.cache, &corev1.SecretList{}, func(o *corev1.Secret) {
+		if r.secrets[key(o)] {
+			s.Secrets[key(o)] = o
+		}
+	}); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.refs = r
+	p.mu.Unlock()
+	return s.Build(), nil
+}
+
+// watched is one watched kind.
+type watched struct {
+	obj       client.Object
+	kind      string
+	hasStatus bool
+	// matters decides for an update of a kind without status whether it
+	// matters; nil means every change matters.
+	matters func(oldObj, newObj client.Object) bool
+	// referenced says whether an object is referenced by the last
+	// snapshot; nil means every object matters.
+	referenced func(r *refs, o client.Object) bool
+}
+
+func (p *Provider) handler(w watched) toolscache.ResourceEventHandler {
+	isRef := func(o client.Object) bool {
+		if w.referenced == nil {
+			return true
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return w.referenced(&p.refs, o)
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if o, ok := obj.(client.Object); ok && p.synced.Load() && isRef(o) {
+				p.cfg.Notify()
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o1, ok1 := oldObj.(client.Object)
+			o2, ok2 := newObj.(client.Object)
+			if !ok1 || !ok2 || o1.GetResourceVersion() == o2.GetResourceVersion() {
+				return // a resync: nothing changed
+			}
+			if w.hasStatus && !specChanged(o1, o2) {
+				p.cfg.Observe(w.kind, key(o2))
+				return
+			}
+			if w.matters != nil && !w.matters(o1, o2) {
+				return
+			}
+			if !isRef(o1) && !isRef(o2) {
+				return
+			}
+			if p.synced.Load() {
+				p.cfg.Notify()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			o, ok := obj.(client.Object)
+			if !ok || isRef(o) {
+				p.cfg.Notify()
+			}
+		},
+	}
+}
+
+// specChanged reports whether anything but the status changed: the
+// generation (bumped on spec changes), labels, annotations or deletion.
+func specChanged(a, b client.Object) bool {
+	return a.GetGeneration() != b.GetGeneration() ||
+		!equality.Semantic.DeepEqual(a.GetLabels(), b.GetLabels()) ||
+		!equality.Semantic.DeepEqual(a.GetAnnotations(), b.GetAnnotations()) ||
+		!a.GetDeletionTimestamp().Equal(b.GetDeletionTimestamp()) ||
+		a.GetCreationTimestamp() != b.GetCreationTimestamp()
+}
+
+// namespaceMatters: namespaces matter to translation through their labels
+// (allowedRoutes and allowedListeners selectors).
+func namespaceMatters(a, b client.Object) bool {
+	return !equality.Semantic.DeepEqual(a.GetLabels(), b.GetLabels())
+}
+
+func key(o client.Object) types.NamespacedName {
+	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+}
