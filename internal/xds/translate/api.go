@@ -4,7 +4,11 @@
 package translate
 
 import (
+	"fmt"
+
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 )
 
 // Resources are the Envoy resources of one Gateway. Each slice is sorted by
@@ -19,4 +23,70 @@ type Resources struct {
 	Clusters  []types.Resource // *clusterv3.Cluster
 	Endpoints []types.Resource // *endpointv3.ClusterLoadAssignment
 	Secrets   []types.Resource // *tlsv3.Secret
+}
+
+// typeOrder is the order of resource types in All, and the order in which
+// they are hashed into the version.
+var typeOrder = []resourcev3.Type{
+	resourcev3.ListenerType,
+	resourcev3.RouteType,
+	resourcev3.ClusterType,
+	resourcev3.EndpointType,
+	resourcev3.SecretType,
+}
+
+func (r *Resources) slice(t resourcev3.Type) []types.Resource {
+	switch t {
+	case resourcev3.ListenerType:
+		return r.Listeners
+	case resourcev3.RouteType:
+		return r.Routes
+	case resourcev3.ClusterType:
+		return r.Clusters
+	case resourcev3.EndpointType:
+		return r.Endpoints
+	case resourcev3.SecretType:
+		return r.Secrets
+	}
+	return nil
+}
+
+// ByType returns the resources keyed by xDS type URL. Every type is present,
+// even when it has no resources, so that a snapshot built from it clears
+// stale resources of that type on the proxy.
+func (r *Resources) ByType() map[resourcev3.Type][]types.Resource {
+	out := make(map[resourcev3.Type][]types.Resource, len(typeOrder))
+	for _, t := range typeOrder {
+		s := r.slice(t)
+		if s == nil {
+			s = []types.Resource{}
+		}
+		out[t] = s
+	}
+	return out
+}
+
+// All returns every resource: listeners, routes, clusters, endpoints and
+// secrets, in that order.
+func (r *Resources) All() []types.Resource {
+	n := len(r.Listeners) + len(r.Routes) + len(r.Clusters) + len(r.Endpoints) + len(r.Secrets)
+	out := make([]types.Resource, 0, n)
+	for _, t := range typeOrder {
+		out = append(out, r.slice(t)...)
+	}
+	return out
+}
+
+// Snapshot builds a go-control-plane snapshot of the resources, versioned
+// with r.Version, and checks that it is consistent (every RDS and EDS
+// resource referenced by a listener or cluster is present, and no other).
+func (r *Resources) Snapshot() (*cachev3.Snapshot, error) {
+	snap, err := cachev3.NewSnapshot(r.Version, r.ByType())
+	if err != nil {
+		return nil, fmt.Errorf("snapshot of gateway %s: %w", r.Gateway, err)
+	}
+	if err := snap.Consistent(); err != nil {
+		return nil, fmt.Errorf("snapshot of gateway %s is inconsistent: %w", r.Gateway, err)
+	}
+	return snap, nil
 }

@@ -1,0 +1,169 @@
+package translate
+
+import (
+	"fmt"
+	"math"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/portico-dev/portico/internal/ir"
+)
+
+// statusInternalServerError answers requests that have no valid backend.
+const statusInternalServerError = 500
+
+// weighted is one cluster of a route with its (merged) weight.
+type weighted struct {
+	name   string
+	weight uint64
+}
+
+// forward sets the action of out to proxy to f's backends.
+//
+// Backends with weight 0 are dropped, and backends naming the same cluster
+// merged. A backend that is Invalid or names no cluster of the gateway gets
+// InvalidBackendCluster, which does not exist, so with
+// cluster_not_found_response_code INTERNAL_SERVER_ERROR its share of the
+// traffic is answered with 500. With no valid backend at all, the route
+// answers 500 directly.
+//
+// Timeouts: Timeout (Gateway API timeouts.request) is the route timeout,
+// which covers the whole exchange including any retries. When unset the
+// route timeout is 0, disabled, rather than Envoy's 15s default: the Gateway
+// API leaves it unbounded by default, and gRPC and other streams must not be
+// cut. BackendTimeout (timeouts.backendRequest) bounds each request to an
+// endpoint; that is Envoy's retry_policy.per_try_timeout, which applies to
+// the first try too (num_retries 0 adds no retries). max_stream_duration is
+// not used as it bounds the whole downstream stream, not an upstream try.
+func (t *translator) forward(out *routev3.Route, f *ir.Forward, match *ir.PathMatch) error {
+	clusters, anyValid := t.weightedClusters(f.Backends)
+	if !anyValid {
+		out.Action = &routev3.Route_DirectResponse{DirectResponse: directResponse(statusInternalServerError, "")}
+		return nil
+	}
+	ra := &routev3.RouteAction{
+		ClusterNotFoundResponseCode: routev3.RouteAction_INTERNAL_SERVER_ERROR,
+		Timeout:                     durationpb.New(0),
+	}
+	if len(clusters) == 1 {
+		ra.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: clusters[0].name}
+	} else {
+		ra.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: weightedCluster(clusters)}
+	}
+	if f.Timeout != nil {
+		if *f.Timeout < 0 {
+			return fmt.Errorf("negative timeout %s", *f.Timeout)
+		}
+		ra.Timeout = durationpb.New(*f.Timeout)
+	}
+	if f.BackendTimeout != nil {
+		if *f.BackendTimeout < 0 {
+			return fmt.Errorf("negative backend timeout %s", *f.BackendTimeout)
+		}
+		if *f.BackendTimeout > 0 {
+			ra.RetryPolicy = &routev3.RetryPolicy{
+				NumRetries:    wrapperspb.UInt32(0),
+				PerTryTimeout: durationpb.New(*f.BackendTimeout),
+			}
+		}
+	}
+	if rw := f.URLRewrite; rw != nil {
+		if rw.Hostname != nil {
+			ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: *rw.Hostname}
+		}
+		if rw.Path != nil {
+			switch rw.Path.Type {
+			case ir.FullPathReplace:
+				ra.RegexRewrite = fullPathRewrite(rw.Path.Value)
+			case ir.PrefixMatchReplace:
+				prefix, rx, err := prefixRewrite(match, rw.Path.Value)
+				if err != nil {
+					return fmt.Errorf("URL rewrite: %w", err)
+				}
+				ra.PrefixRewrite, ra.RegexRewrite = prefix, rx
+			default:
+				return fmt.Errorf("unknown path modifier %q", rw.Path.Type)
+			}
+		}
+	}
+	for _, m := range f.Mirrors {
+		if mp := t.mirrorPolicy(m); mp != nil {
+			ra.RequestMirrorPolicies = append(ra.RequestMirrorPolicies, mp)
+		}
+	}
+	out.Action = &routev3.Route_Route{Route: ra}
+	return nil
+}
+
+// weightedClusters merges the backends into clusters with positive weight,
+// in order of first appearance, and says whether any of them is valid.
+func (t *translator) weightedClusters(backends []*ir.WeightedBackend) ([]weighted, bool) {
+	var out []weighted
+	index := map[string]int{}
+	anyValid := false
+	for _, b := range backends {
+		if b == nil || b.Weight == 0 {
+			continue
+		}
+		name := b.Cluster
+		if b.Invalid || !t.clusters[name] {
+			name = InvalidBackendCluster
+		} else {
+			anyValid = true
+		}
+		if i, ok := index[name]; ok {
+			out[i].weight += uint64(b.Weight)
+			continue
+		}
+		index[name] = len(out)
+		out = append(out, weighted{name: name, weight: uint64(b.Weight)})
+	}
+	return out, anyValid
+}
+
+// weightedCluster builds the weighted_clusters of a route. Envoy rejects a
+// sum of weights above MaxUint32, so larger weights are scaled down, keeping
+// every share above zero.
+func weightedCluster(cs []weighted) *routev3.WeightedCluster {
+	var sum uint64
+	for _, c := range cs {
+		sum += c.weight
+	}
+	div := uint64(1)
+	if sum > math.MaxUint32 {
+		div = sum/(math.MaxUint32/2) + 1
+	}
+	out := &routev3.WeightedCluster{}
+	for _, c := range cs {
+		w := max(c.weight/div, 1)
+		out.Clusters = append(out.Clusters, &routev3.WeightedCluster_ClusterWeight{
+			Name:   c.name,
+			Weight: wrapperspb.UInt32(uint32(w)),
+		})
+	}
+	return out
+}
+
+// mirrorPolicy mirrors Percent of requests to m's cluster, expressed in
+// millionths. A mirror of a cluster the gateway does not have, or of no
+// requests, is left out.
+func (t *translator) mirrorPolicy(m *ir.Mirror) *routev3.RouteAction_RequestMirrorPolicy {
+	if m == nil || !t.clusters[m.Cluster] || !(m.Percent > 0) {
+		return nil
+	}
+	mp := &routev3.RouteAction_RequestMirrorPolicy{Cluster: m.Cluster}
+	if m.Percent < 100 {
+		n := uint32(math.Round(m.Percent * 10000))
+		if n == 0 {
+			return nil
+		}
+		mp.RuntimeFraction = &corev3.RuntimeFractionalPercent{
+			DefaultValue: &typev3.FractionalPercent{Numerator: n, Denominator: typev3.FractionalPercent_MILLION},
+		}
+	}
+	return mp
+}

@@ -1,0 +1,100 @@
+package translate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/portico-dev/portico/internal/ir"
+)
+
+// fuzzGateway builds an IR whose user-controlled strings and numbers come
+// from the fuzzer.
+func fuzzGateway(host, sni, path string, pathKind uint8, regex, header, value, rewrite, addr string, w1, w2 uint32, percent float64, status uint16, port uint32) *ir.Gateway {
+	pathTypes := []ir.PathMatchType{ir.PathExact, ir.PathPrefix, ir.PathRegex, "bogus"}
+	pm := &ir.PathMatch{Type: pathTypes[int(pathKind)%len(pathTypes)], Value: path}
+	if pm.Type == ir.PathRegex {
+		pm.Value = regex
+	}
+	modTypes := []ir.PathModifierType{ir.FullPathReplace, ir.PrefixMatchReplace}
+	mod := &ir.PathModifier{Type: modTypes[int(pathKind/4)%2], Value: rewrite}
+	routes := []*ir.Route{
+		{
+			Name: "forward",
+			Match: ir.Match{
+				Path:        pm,
+				Headers:     []ir.StringMatch{{Name: header, Type: ir.StringExact, Value: value}, {Name: header, Type: ir.StringRegex, Value: regex}},
+				QueryParams: []ir.StringMatch{{Name: header, Type: ir.StringRegex, Value: regex}},
+				Method:      value,
+			},
+			RequestHeaders:  &ir.HeaderModifier{Set: []ir.Header{{Name: header, Value: value}}, Remove: []string{header}},
+			ResponseHeaders: &ir.HeaderModifier{Add: []ir.Header{{Name: header, Value: value}}},
+			Forward: &ir.Forward{
+				Backends: []*ir.WeightedBackend{
+					{Cluster: "ns/a/80", Weight: w1},
+					{Cluster: "ns/b/80", Weight: w2},
+					{Invalid: true, Weight: w2 / 2},
+				},
+				URLRewrite:     &ir.URLRewrite{Hostname: &host, Path: mod},
+				Mirrors:        []*ir.Mirror{{Cluster: "ns/b/80", Percent: percent}},
+				Timeout:        ptr(time.Duration(w1) * time.Millisecond),
+				BackendTimeout: ptr(time.Duration(w2) * time.Millisecond),
+			},
+		},
+		{
+			Name:     "redirect",
+			Match:    ir.Match{Path: pm},
+			Redirect: &ir.Redirect{Hostname: &host, Scheme: &value, Port: &port, Path: mod, StatusCode: int(status)},
+		},
+		{
+			Name:           "direct",
+			DirectResponse: &ir.DirectResponse{Status: uint32(status), Body: value},
+		},
+	}
+	rc := &ir.RouteConfig{Name: "rc", VirtualHosts: []*ir.VirtualHost{
+		{Name: "vh", Hostname: host, Routes: routes},
+		{Name: "any", Hostname: "*", Routes: routes[2:]},
+	}}
+	return &ir.Gateway{
+		Namespace: "ns", Name: "gw",
+		Listeners: []*ir.Listener{
+			{Name: "http", Port: port, Protocol: ir.ProtocolHTTP, FilterChains: []*ir.FilterChain{{Name: "http", RouteConfig: rc}}},
+			{Name: "https", Port: 443, Protocol: ir.ProtocolHTTPS, FilterChains: []*ir.FilterChain{
+				{Name: "sni", ServerNames: []string{sni}, CertificateSecrets: []string{"ns/cert"}, RouteConfig: rc},
+				{Name: "host", ServerNames: []string{host}, CertificateSecrets: []string{"ns/cert"}, RouteConfig: rc},
+			}},
+		},
+		Clusters: []*ir.Cluster{
+			{Name: "ns/a/80", Protocol: ir.UpstreamHTTP1, Endpoints: []ir.Endpoint{{Address: addr, Port: port}}},
+			{Name: "ns/b/80", Protocol: ir.UpstreamHTTP2},
+		},
+		Secrets: []*ir.Secret{{Name: "ns/cert", Cert: []byte(value), Key: []byte(rewrite)}},
+	}
+}
+
+func FuzzTranslate(f *testing.F) {
+	f.Add("foo.example.com", "*.example.com", "/foo/", uint8(1), "^/re/[0-9]+$", "x-h", "v", "/", "10.0.0.1", uint32(1), uint32(2), 50.0, uint16(302), uint32(8080))
+	f.Add("*", "a.example.com", "/", uint8(5), "(", ":path", "GET", "/x\\1", "::1", uint32(0), uint32(0), 0.0, uint16(200), uint32(80))
+	f.Add("Host", "", "/a?b", uint8(2), "a{2,3}", "Host", "a\nb", "", "bad", uint32(1<<32-1), uint32(1<<32-1), 100.5, uint16(99), uint32(70000))
+	f.Fuzz(func(t *testing.T, host, sni, path string, pathKind uint8, regex, header, value, rewrite, addr string, w1, w2 uint32, percent float64, status uint16, port uint32) {
+		gw := fuzzGateway(host, sni, path, pathKind, regex, header, value, rewrite, addr, w1, w2, percent, status, port)
+		res, err := Translate(gw)
+		if err != nil {
+			return
+		}
+		for _, r := range res.All() {
+			if err := r.(validator).ValidateAll(); err != nil {
+				t.Fatalf("Translate returned an invalid resource: %v", err)
+			}
+		}
+		if _, err := res.Snapshot(); err != nil {
+			t.Fatalf("Snapshot: %v", err)
+		}
+		again, err := Translate(fuzzGateway(host, sni, path, pathKind, regex, header, value, rewrite, addr, w1, w2, percent, status, port))
+		if err != nil {
+			t.Fatalf("second translation failed: %v", err)
+		}
+		if again.Version != res.Version {
+			t.Fatalf("not deterministic: %s != %s", again.Version, res.Version)
+		}
+	})
+}

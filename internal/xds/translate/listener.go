@@ -1,0 +1,318 @@
+package translate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/portico-dev/portico/internal/ir"
+)
+
+const (
+	// downstreamIdleTimeout closes client connections with no active stream.
+	downstreamIdleTimeout = time.Hour
+	// perConnectionBufferLimit follows Envoy's edge-proxy best practices.
+	perConnectionBufferLimit = 32 * 1024
+	// transportProtocolTLS is set by the TLS inspector on TLS connections.
+	transportProtocolTLS = "tls"
+)
+
+// alpnProtocols are offered to TLS clients: HTTP/2 first, then HTTP/1.1.
+var alpnProtocols = []string{"h2", "http/1.1"}
+
+// listenersAndRoutes gives one Listener per ir.Listener and one
+// RouteConfiguration per distinct ir.RouteConfig of its filter chains.
+func (t *translator) listenersAndRoutes() (listeners, routes []types.Resource, err error) {
+	// Shared per-translation filter configs: packed once, reused.
+	router, err := toAny("router filter", &routerv3.Router{})
+	if err != nil {
+		return nil, nil, err
+	}
+	rb := &routeBuilder{t: t, byName: map[string]*routeConfigEntry{}}
+	names := map[string]bool{}
+	ports := map[uint32]string{}
+	for _, l := range t.gw.Listeners {
+		if l == nil {
+			return nil, nil, fmt.Errorf("nil listener")
+		}
+		name := t.scoped(l.Name)
+		if l.Name == "" || names[name] {
+			return nil, nil, fmt.Errorf("listener name %q is empty or not unique", l.Name)
+		}
+		names[name] = true
+		if other, ok := ports[l.Port]; ok {
+			return nil, nil, fmt.Errorf("listeners %q and %q both use port %d", other, l.Name, l.Port)
+		}
+		ports[l.Port] = l.Name
+		ll, err := t.listener(name, l, router, rb)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listener %q: %w", l.Name, err)
+		}
+		listeners = append(listeners, ll)
+	}
+	for _, e := range rb.order {
+		routes = append(routes, e.rc)
+	}
+	return listeners, routes, nil
+}
+
+func (t *translator) listener(name string, l *ir.Listener, router *anypb.Any, rb *routeBuilder) (*listenerv3.Listener, error) {
+	out := &listenerv3.Listener{
+		Name:                          name,
+		Address:                       socketAddress("0.0.0.0", l.Port),
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(perConnectionBufferLimit),
+	}
+	statPrefix := statName(l.Name)
+	switch l.Protocol {
+	case ir.ProtocolHTTP:
+		if len(l.FilterChains) != 1 || l.FilterChains[0] == nil || len(l.FilterChains[0].ServerNames) != 0 {
+			return nil, fmt.Errorf("an HTTP listener needs exactly one filter chain without server names")
+		}
+		fc := l.FilterChains[0]
+		hcm, err := t.hcmFilter(statPrefix, fc, router, rb)
+		if err != nil {
+			return nil, err
+		}
+		out.FilterChains = []*listenerv3.FilterChain{{Name: fc.Name, Filters: []*listenerv3.Filter{hcm}}}
+	case ir.ProtocolHTTPS:
+		chains, err := t.tlsFilterChains(statPrefix, l, router, rb)
+		if err != nil {
+			return nil, err
+		}
+		inspector, err := toAny("TLS inspector", &tlsinspectorv3.TlsInspector{})
+		if err != nil {
+			return nil, err
+		}
+		out.ListenerFilters = []*listenerv3.ListenerFilter{{
+			Name:       wellknown.TLSInspector,
+			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: inspector},
+		}}
+		out.FilterChains = chains
+	default:
+		return nil, fmt.Errorf("unknown protocol %q", l.Protocol)
+	}
+	return out, nil
+}
+
+// tlsFilterChains gives one chain per ir.FilterChain, selected by SNI. The
+// chain without server names (at most one) matches any other TLS client and
+// is placed last. All chains require the TLS transport, so plain-text
+// connections to an HTTPS port match nothing and are closed.
+func (t *translator) tlsFilterChains(statPrefix string, l *ir.Listener, router *anypb.Any, rb *routeBuilder) ([]*listenerv3.FilterChain, error) {
+	if len(l.FilterChains) == 0 {
+		return nil, fmt.Errorf("an HTTPS listener needs at least one filter chain")
+	}
+	seenSNI := map[string]string{}
+	seenName := map[string]bool{}
+	var chains []*listenerv3.FilterChain
+	var catchAll *listenerv3.FilterChain
+	for _, fc := range l.FilterChains {
+		if fc == nil {
+			return nil, fmt.Errorf("nil filter chain")
+		}
+		if fc.Name != "" {
+			if seenName[fc.Name] {
+				return nil, fmt.Errorf("filter chain name %q is not unique", fc.Name)
+			}
+			seenName[fc.Name] = true
+		}
+		var sni []string
+		for _, s := range fc.ServerNames {
+			s = strings.ToLower(s)
+			if s == "*" || s == "" {
+				// Not SNI patterns Envoy accepts: they mean any name.
+				continue
+			}
+			if other, ok := seenSNI[s]; ok {
+				return nil, fmt.Errorf("filter chains %q and %q both match server name %q", other, fc.Name, s)
+			}
+			seenSNI[s] = fc.Name
+			sni = append(sni, s)
+		}
+		chain, err := t.tlsFilterChain(statPrefix, fc, sni, router, rb)
+		if err != nil {
+			return nil, fmt.Errorf("filter chain %q: %w", fc.Name, err)
+		}
+		if len(sni) == 0 {
+			if catchAll != nil {
+				return nil, fmt.Errorf("filter chains %q and %q both match any server name", catchAll.Name, fc.Name)
+			}
+			catchAll = chain
+			continue
+		}
+		chains = append(chains, chain)
+	}
+	// Envoy selects a chain by SNI, not by position; sort for stable output.
+	sort.SliceStable(chains, func(i, j int) bool { return chains[i].Name < chains[j].Name })
+	if catchAll != nil {
+		chains = append(chains, catchAll)
+	}
+	return chains, nil
+}
+
+func (t *translator) tlsFilterChain(statPrefix string, fc *ir.FilterChain, sni []string, router *anypb.Any, rb *routeBuilder) (*listenerv3.FilterChain, error) {
+	if len(fc.CertificateSecrets) == 0 {
+		return nil, fmt.Errorf("no certificate")
+	}
+	var sds []*tlsv3.SdsSecretConfig
+	for _, s := range fc.CertificateSecrets {
+		if !t.secrets[s] {
+			// Envoy would wait for the secret forever, never warming the listener.
+			return nil, fmt.Errorf("certificate secret %q is not among the gateway's secrets", s)
+		}
+		sds = append(sds, &tlsv3.SdsSecretConfig{Name: s, SdsConfig: adsConfigSource()})
+	}
+	tlsCtx, err := toAny("downstream TLS context", &tlsv3.DownstreamTlsContext{
+		CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsParams: &tlsv3.TlsParameters{
+				TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2,
+			},
+			TlsCertificateSdsSecretConfigs: sds,
+			AlpnProtocols:                  alpnProtocols,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	hcm, err := t.hcmFilter(statPrefix, fc, router, rb)
+	if err != nil {
+		return nil, err
+	}
+	return &listenerv3.FilterChain{
+		Name: fc.Name,
+		FilterChainMatch: &listenerv3.FilterChainMatch{
+			ServerNames:       sni,
+			TransportProtocol: transportProtocolTLS,
+		},
+		Filters: []*listenerv3.Filter{hcm},
+		TransportSocket: &corev3.TransportSocket{
+			Name:       wellknown.TransportSocketTLS,
+			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsCtx},
+		},
+	}, nil
+}
+
+// hcmFilter is the HTTP connection manager of a chain, fetching its routes
+// by RDS over ADS.
+func (t *translator) hcmFilter(statPrefix string, fc *ir.FilterChain, router *anypb.Any, rb *routeBuilder) (*listenerv3.Filter, error) {
+	rdsName, err := rb.add(fc.RouteConfig)
+	if err != nil {
+		return nil, err
+	}
+	hcm := &hcmv3.HttpConnectionManager{
+		CodecType:  hcmv3.HttpConnectionManager_AUTO,
+		StatPrefix: statPrefix,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource:    adsConfigSource(),
+			RouteConfigName: rdsName,
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{
+			Name:       wellknown.Router,
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: proto.CloneOf(router)},
+		}},
+		// The proxy is the edge: the client is the connection's peer.
+		UseRemoteAddress:             wrapperspb.Bool(true),
+		NormalizePath:                wrapperspb.Bool(true),
+		MergeSlashes:                 true,
+		PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT,
+		ServerHeaderTransformation:   hcmv3.HttpConnectionManager_PASS_THROUGH,
+		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{
+			IdleTimeout: durationpb.New(downstreamIdleTimeout),
+		},
+		Http2ProtocolOptions: &corev3.Http2ProtocolOptions{
+			MaxConcurrentStreams:        wrapperspb.UInt32(100),
+			InitialStreamWindowSize:     wrapperspb.UInt32(64 * 1024),
+			InitialConnectionWindowSize: wrapperspb.UInt32(1024 * 1024),
+		},
+		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
+	}
+	a, err := toAny("HTTP connection manager", hcm)
+	if err != nil {
+		return nil, err
+	}
+	return &listenerv3.Filter{
+		Name:       wellknown.HTTPConnectionManager,
+		ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a},
+	}, nil
+}
+
+// scoped prefixes the name of a listener or route config with the gateway
+// key, unless it already starts with it, so that names are unique across
+// gateways (which helps when debugging several proxies). Names within one
+// gateway stay unique either way.
+func (t *translator) scoped(name string) string {
+	if strings.HasPrefix(name, t.key+"/") {
+		return name
+	}
+	return t.key + "/" + name
+}
+
+// statName makes a stat prefix of a name: Envoy stat names are dot
+// separated, so anything but letters, digits, '-' and '_' becomes '_'.
+func statName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// routeConfigEntry is a translated ir.RouteConfig, shared by the chains that
+// refer to it.
+type routeConfigEntry struct {
+	src *ir.RouteConfig
+	rc  *routev3.RouteConfiguration
+}
+
+// routeBuilder translates each distinct ir.RouteConfig once.
+type routeBuilder struct {
+	t      *translator
+	byName map[string]*routeConfigEntry
+	order  []*routeConfigEntry
+}
+
+// add translates rc (unless already done) and returns its RDS name,
+// the scoped name of rc.
+func (rb *routeBuilder) add(rc *ir.RouteConfig) (string, error) {
+	if rc == nil || rc.Name == "" {
+		return "", fmt.Errorf("filter chain without a named route config")
+	}
+	name := rb.t.scoped(rc.Name)
+	e, seen := rb.byName[name]
+	if seen && e.src == rc {
+		return name, nil
+	}
+	out, err := rb.t.routeConfiguration(name, rc)
+	if err != nil {
+		return "", fmt.Errorf("route config %q: %w", rc.Name, err)
+	}
+	if seen {
+		if !proto.Equal(e.rc, out) {
+			return "", fmt.Errorf("two different route configs are named %q", rc.Name)
+		}
+		return name, nil
+	}
+	e = &routeConfigEntry{src: rc, rc: out}
+	rb.byName[name] = e
+	rb.order = append(rb.order, e)
+	return name, nil
+}

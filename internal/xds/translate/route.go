@@ -1,0 +1,359 @@
+package translate
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"regexp/syntax"
+	"sort"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/portico-dev/portico/internal/ir"
+)
+
+// defaultMaxDirectResponseBody is Envoy's default limit on the size of a
+// direct response body.
+const defaultMaxDirectResponseBody = 4096
+
+// routeConfiguration translates rc. Virtual hosts are matched on the host
+// with any port ignored (ignore_port_in_host_matching), so "foo.com:8080"
+// reaches the "foo.com" virtual host, wildcard hosts included; adding
+// "host:*" domains instead would not work for "*.example.com".
+func (t *translator) routeConfiguration(name string, rc *ir.RouteConfig) (*routev3.RouteConfiguration, error) {
+	out := &routev3.RouteConfiguration{
+		Name: name,
+		// Routes may name clusters that do not exist (InvalidBackendCluster):
+		// they must not make Envoy reject the whole configuration.
+		ValidateClusters:         wrapperspb.Bool(false),
+		IgnorePortInHostMatching: true,
+	}
+	vhNames := map[string]bool{}
+	domains := map[string]string{}
+	for _, vh := range rc.VirtualHosts {
+		if vh == nil {
+			return nil, fmt.Errorf("nil virtual host")
+		}
+		domain := strings.ToLower(vh.Hostname)
+		if domain == "" {
+			domain = "*"
+		}
+		vhName := vh.Name
+		if vhName == "" {
+			vhName = domain
+		}
+		if vhNames[vhName] {
+			return nil, fmt.Errorf("virtual host name %q is not unique", vhName)
+		}
+		vhNames[vhName] = true
+		if other, ok := domains[domain]; ok {
+			return nil, fmt.Errorf("virtual hosts %q and %q both serve %q", other, vhName, domain)
+		}
+		domains[domain] = vhName
+		v := &routev3.VirtualHost{Name: vhName, Domains: []string{domain}}
+		for i, r := range vh.Routes {
+			if r == nil {
+				return nil, fmt.Errorf("virtual host %q: nil route %d", vhName, i)
+			}
+			rr, err := t.route(r)
+			if err != nil {
+				return nil, fmt.Errorf("virtual host %q: route %q: %w", vhName, r.Name, err)
+			}
+			v.Routes = append(v.Routes, rr)
+		}
+		out.VirtualHosts = append(out.VirtualHosts, v)
+	}
+	// Envoy rejects direct response bodies above 4 KiB unless told otherwise.
+	var maxBody int
+	for _, v := range out.VirtualHosts {
+		for _, r := range v.Routes {
+			maxBody = max(maxBody, len(r.GetDirectResponse().GetBody().GetInlineString()))
+		}
+	}
+	if maxBody > defaultMaxDirectResponseBody {
+		if maxBody > math.MaxUint32 {
+			return nil, fmt.Errorf("direct response body of %d bytes is too large", maxBody)
+		}
+		out.MaxDirectResponseBodySizeBytes = wrapperspb.UInt32(uint32(maxBody))
+	}
+	// Envoy picks a virtual host by domain, not by position: sort by name so
+	// that the output does not depend on the order of the IR.
+	sort.SliceStable(out.VirtualHosts, func(i, j int) bool {
+		return out.VirtualHosts[i].Name < out.VirtualHosts[j].Name
+	})
+	return out, nil
+}
+
+func (t *translator) route(r *ir.Route) (*routev3.Route, error) {
+	m, err := routeMatch(r.Match)
+	if err != nil {
+		return nil, err
+	}
+	out := &routev3.Route{Name: r.Name, Match: m}
+	if out.RequestHeadersToAdd, out.RequestHeadersToRemove, err = headerMutations(r.RequestHeaders); err != nil {
+		return nil, fmt.Errorf("request headers: %w", err)
+	}
+	if out.ResponseHeadersToAdd, out.ResponseHeadersToRemove, err = headerMutations(r.ResponseHeaders); err != nil {
+		return nil, fmt.Errorf("response headers: %w", err)
+	}
+	actions := 0
+	for _, set := range []bool{r.Redirect != nil, r.DirectResponse != nil, r.Forward != nil} {
+		if set {
+			actions++
+		}
+	}
+	if actions != 1 {
+		return nil, fmt.Errorf("has %d actions, want exactly one", actions)
+	}
+	switch {
+	case r.Redirect != nil:
+		rd, err := redirect(r.Redirect, r.Match.Path)
+		if err != nil {
+			return nil, fmt.Errorf("redirect: %w", err)
+		}
+		out.Action = &routev3.Route_Redirect{Redirect: rd}
+	case r.DirectResponse != nil:
+		out.Action = &routev3.Route_DirectResponse{DirectResponse: directResponse(r.DirectResponse.Status, r.DirectResponse.Body)}
+	default:
+		if err := t.forward(out, r.Forward, r.Match.Path); err != nil {
+			return nil, fmt.Errorf("forward: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// routeMatch translates a match. A PathPrefix is matched by whole segments
+// with path_separated_prefix (so "/foo" matches "/foo" and "/foo/bar" but
+// not "/foobar"); its trailing slashes are dropped as Envoy requires, and
+// the prefix "/" becomes a plain prefix match on everything.
+func routeMatch(m ir.Match) (*routev3.RouteMatch, error) {
+	out := &routev3.RouteMatch{}
+	switch p := m.Path; {
+	case p == nil:
+		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+	case p.Type == ir.PathExact:
+		out.PathSpecifier = &routev3.RouteMatch_Path{Path: p.Value}
+	case p.Type == ir.PathPrefix:
+		if prefix := strings.TrimRight(p.Value, "/"); prefix == "" {
+			out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+		} else {
+			out.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: prefix}
+		}
+	case p.Type == ir.PathRegex:
+		rx, err := regexMatcher(p.Value)
+		if err != nil {
+			return nil, fmt.Errorf("path: %w", err)
+		}
+		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: rx}
+	default:
+		return nil, fmt.Errorf("unknown path match type %q", p.Type)
+	}
+	for _, h := range m.Headers {
+		sm, err := stringMatcher(h)
+		if err != nil {
+			return nil, fmt.Errorf("header %q: %w", h.Name, err)
+		}
+		out.Headers = append(out.Headers, &routev3.HeaderMatcher{
+			Name:                 strings.ToLower(h.Name),
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: sm},
+		})
+	}
+	if m.Method != "" {
+		out.Headers = append(out.Headers, &routev3.HeaderMatcher{
+			Name: ":method",
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+				MatchPattern: &matcherv3.StringMatcher_Exact{Exact: m.Method},
+			}},
+		})
+	}
+	for _, q := range m.QueryParams {
+		sm, err := stringMatcher(q)
+		if err != nil {
+			return nil, fmt.Errorf("query parameter %q: %w", q.Name, err)
+		}
+		out.QueryParameters = append(out.QueryParameters, &routev3.QueryParameterMatcher{
+			Name:                         q.Name,
+			QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{StringMatch: sm},
+		})
+	}
+	return out, nil
+}
+
+func stringMatcher(m ir.StringMatch) (*matcherv3.StringMatcher, error) {
+	switch m.Type {
+	case ir.StringExact, "":
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: m.Value}}, nil
+	case ir.StringRegex:
+		rx, err := regexMatcher(m.Value)
+		if err != nil {
+			return nil, err
+		}
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: rx}}, nil
+	}
+	return nil, fmt.Errorf("unknown match type %q", m.Type)
+}
+
+// regexMatcher is an RE2 matcher of expr. The syntax is checked here with
+// Go's parser (RE2 syntax) because Envoy would reject the whole route
+// configuration for one bad expression. Envoy's RE2 program-size limit is
+// not checked.
+func regexMatcher(expr string) (*matcherv3.RegexMatcher, error) {
+	if _, err := syntax.Parse(expr, syntax.Perl); err != nil {
+		return nil, fmt.Errorf("invalid regular expression %q: %w", expr, err)
+	}
+	return &matcherv3.RegexMatcher{Regex: expr}, nil
+}
+
+// headerMutations translates a header modifier: Set overwrites, Add appends.
+// Envoy refuses to modify pseudo-headers and Host with these fields.
+func headerMutations(h *ir.HeaderModifier) ([]*corev3.HeaderValueOption, []string, error) {
+	if h == nil {
+		return nil, nil, nil
+	}
+	var add []*corev3.HeaderValueOption
+	var remove []string
+	for _, op := range []struct {
+		headers []ir.Header
+		action  corev3.HeaderValueOption_HeaderAppendAction
+	}{
+		{h.Set, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD},
+		{h.Add, corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD},
+	} {
+		for _, hv := range op.headers {
+			name := strings.ToLower(hv.Name)
+			if err := modifiable(name); err != nil {
+				return nil, nil, err
+			}
+			add = append(add, &corev3.HeaderValueOption{
+				Header:       &corev3.HeaderValue{Key: name, Value: hv.Value},
+				AppendAction: op.action,
+			})
+		}
+	}
+	for _, n := range h.Remove {
+		name := strings.ToLower(n)
+		if err := modifiable(name); err != nil {
+			return nil, nil, err
+		}
+		remove = append(remove, name)
+	}
+	return add, remove, nil
+}
+
+func modifiable(name string) error {
+	if strings.HasPrefix(name, ":") || name == "host" {
+		return fmt.Errorf("header %q cannot be modified", name)
+	}
+	return nil
+}
+
+var redirectCodes = map[int]routev3.RedirectAction_RedirectResponseCode{
+	0:   routev3.RedirectAction_FOUND, // the Gateway API default
+	301: routev3.RedirectAction_MOVED_PERMANENTLY,
+	302: routev3.RedirectAction_FOUND,
+	303: routev3.RedirectAction_SEE_OTHER,
+	307: routev3.RedirectAction_TEMPORARY_REDIRECT,
+	308: routev3.RedirectAction_PERMANENT_REDIRECT,
+}
+
+func redirect(rd *ir.Redirect, match *ir.PathMatch) (*routev3.RedirectAction, error) {
+	code, ok := redirectCodes[rd.StatusCode]
+	if !ok {
+		return nil, fmt.Errorf("unsupported status code %d", rd.StatusCode)
+	}
+	out := &routev3.RedirectAction{ResponseCode: code}
+	if rd.Scheme != nil {
+		out.SchemeRewriteSpecifier = &routev3.RedirectAction_SchemeRedirect{SchemeRedirect: strings.ToLower(*rd.Scheme)}
+	}
+	if rd.Hostname != nil {
+		out.HostRedirect = *rd.Hostname
+	}
+	if rd.Port != nil {
+		out.PortRedirect = *rd.Port
+	}
+	if rd.Path != nil {
+		switch rd.Path.Type {
+		case ir.FullPathReplace:
+			out.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: rd.Path.Value}
+		case ir.PrefixMatchReplace:
+			prefix, rx, err := prefixRewrite(match, rd.Path.Value)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case rx != nil:
+				out.PathRewriteSpecifier = &routev3.RedirectAction_RegexRewrite{RegexRewrite: rx}
+			case prefix != "":
+				out.PathRewriteSpecifier = &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: prefix}
+			}
+		default:
+			return nil, fmt.Errorf("unknown path modifier %q", rd.Path.Type)
+		}
+	}
+	return out, nil
+}
+
+func directResponse(status uint32, body string) *routev3.DirectResponseAction {
+	out := &routev3.DirectResponseAction{Status: status}
+	if body != "" {
+		out.Body = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: body}}
+	}
+	return out
+}
+
+// prefixRewrite replaces the prefix matched by match with repl, following
+// the Gateway API's ReplacePrefixMatch: segment-wise, with no doubled or
+// lost slash ("/foo" → "/" turns "/foo/bar" into "/bar", "/foo" → "/xyz"
+// turns "/foo/bar" into "/xyz/bar" and "/foo" into "/xyz"). It returns
+// either a prefix_rewrite value, a regex rewrite, or neither (no change).
+func prefixRewrite(match *ir.PathMatch, repl string) (string, *matcherv3.RegexMatchAndSubstitute, error) {
+	var matched string
+	switch {
+	case match == nil:
+		matched = ""
+	case match.Type == ir.PathPrefix:
+		matched = strings.TrimRight(match.Value, "/")
+	case match.Type == ir.PathExact:
+		// The whole path is the matched prefix.
+		return "", fullPathRewrite(repl), nil
+	default:
+		return "", nil, fmt.Errorf("ReplacePrefixMatch needs a PathPrefix match, not %q", match.Type)
+	}
+	r := strings.TrimRight(repl, "/")
+	switch {
+	case matched == "" && r == "":
+		return "", nil, nil
+	case r == "":
+		// prefix_rewrite "/" would turn "/foo/bar" into "//bar": drop the
+		// prefix and any slashes after it, and put back one.
+		return "", regexRewrite("^"+regexp.QuoteMeta(matched)+"/*", "/"), nil
+	case matched == "":
+		// Everything matches the prefix "/"; keep the path after it.
+		return "", regexRewrite("^/", r+"/"), nil
+	default:
+		// path_separated_prefix guarantees the path continues with "/" or
+		// ends right after the prefix, so a literal swap is segment-wise.
+		return r, nil, nil
+	}
+}
+
+// fullPathRewrite replaces the whole path (not the query string).
+func fullPathRewrite(repl string) *matcherv3.RegexMatchAndSubstitute {
+	if repl == "" {
+		repl = "/"
+	}
+	return regexRewrite("^.*$", repl)
+}
+
+// regexRewrite substitutes literal repl for pattern; backslashes in repl are
+// escaped since RE2 reads "\1" as a capture group.
+func regexRewrite(pattern, repl string) *matcherv3.RegexMatchAndSubstitute {
+	return &matcherv3.RegexMatchAndSubstitute{
+		Pattern:      &matcherv3.RegexMatcher{Regex: pattern},
+		Substitution: strings.ReplaceAll(repl, `\`, `\\`),
+	}
+}
