@@ -1,0 +1,216 @@
+package render_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/render"
+	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/xds/translate"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/*.out.yaml from the current output")
+
+// goldenNow is the Options.Now of every golden translation.
+var goldenNow = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+
+// minGoldenCases guards against cases silently disappearing.
+const minGoldenCases = 45
+
+// TestGolden translates every testdata/*.in.yaml and compares the rendered
+// YAML with testdata/<case>.out.yaml. Run with -update to rewrite the out
+// files, then review the diff.
+func TestGolden(t *testing.T) {
+	inputs, err := filepath.Glob(filepath.Join("testdata", "*.in.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inputs) < minGoldenCases {
+		t.Fatalf("found %d golden cases, want at least %d", len(inputs), minGoldenCases)
+	}
+	for _, in := range inputs {
+		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
+		t.Run(name, func(t *testing.T) {
+			snap, warnings, err := resource.Load(in)
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			for _, w := range warnings {
+				t.Errorf("load warning: %s", w)
+			}
+			got, xds := translateAll(t, snap)
+			checkResources(t, xds)
+
+			// Determinism: the same objects read in the opposite document
+			// order must render to the same bytes.
+			again, _ := translateAll(t, loadReversed(t, in))
+			if !bytes.Equal(got, again) {
+				t.Errorf("output depends on document order:\n%s", goldenDiff(got, again))
+			}
+
+			out := strings.TrimSuffix(in, ".in.yaml") + ".out.yaml"
+			if *updateGolden {
+				if err := os.WriteFile(out, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatalf("%v (run go test ./internal/render -run TestGolden -update)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs from the output (-want +got):\n%s", out, goldenDiff(want, got))
+			}
+		})
+	}
+}
+
+// translateAll runs the whole pipeline of `portico translate` on snap and
+// returns the rendered YAML and the per-Gateway resources.
+func translateAll(t *testing.T, snap *resource.Snapshot) ([]byte, []*translate.Resources) {
+	t.Helper()
+	res := gatewayapi.Translate(snap, gatewayapi.Options{
+		ControllerName: gatewayapi.DefaultControllerName,
+		Now:            goldenNow,
+	})
+	var xds []*translate.Resources
+	for _, gw := range res.Gateways {
+		r, err := translate.Translate(gw)
+		if err != nil {
+			t.Fatalf("translate %s: %v", gw.Key(), err)
+		}
+		xds = append(xds, r)
+	}
+	out, err := render.Build(res, xds, render.Options{})
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	b, err := out.YAML()
+	if err != nil {
+		t.Fatalf("yaml: %v", err)
+	}
+	return b, xds
+}
+
+// checkResources requires every resource to pass its proto validation and
+// every Gateway's snapshot to be consistent.
+func checkResources(t *testing.T, xds []*translate.Resources) {
+	t.Helper()
+	for _, r := range xds {
+		for kind, rs := range map[string][]types.Resource{
+			"listener": r.Listeners, "route": r.Routes, "cluster": r.Clusters,
+			"endpoint": r.Endpoints, "secret": r.Secrets,
+		} {
+			for i, res := range rs {
+				v, ok := res.(interface{ ValidateAll() error })
+				if !ok {
+					t.Errorf("%s: %s %d (%T) has no ValidateAll", r.Gateway, kind, i, res)
+					continue
+				}
+				if err := v.ValidateAll(); err != nil {
+					t.Errorf("%s: %s %d: %v", r.Gateway, kind, i, err)
+				}
+			}
+		}
+		snap, err := r.Snapshot()
+		if err != nil {
+			t.Errorf("%s: snapshot: %v", r.Gateway, err)
+			continue
+		}
+		if err := snap.Consistent(); err != nil {
+			t.Errorf("%s: snapshot not consistent: %v", r.Gateway, err)
+		}
+	}
+}
+
+// loadReversed loads file with its YAML documents in reverse order.
+func loadReversed(t *testing.T, file string) *resource.Snapshot {
+	t.Helper()
+	docs := splitDocuments(t, file)
+	var buf bytes.Buffer
+	for i := len(docs) - 1; i >= 0; i-- {
+		buf.WriteString("---\n")
+		buf.Write(docs[i])
+		if !bytes.HasSuffix(docs[i], []byte("\n")) {
+			buf.WriteByte('\n')
+		}
+	}
+	snap := resource.New()
+	if _, err := snap.AddYAML(file+" (reversed)", buf.Bytes()); err != nil {
+		t.Fatalf("load reversed: %v", err)
+	}
+	return snap.Build()
+}
+
+func splitDocuments(t *testing.T, file string) [][]byte {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var docs [][]byte
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatalf("split %s: %v", file, err)
+		}
+		docs = append(docs, doc)
+	}
+}
+
+// goldenDiff is a compact unified-style diff: the common leading and trailing
+// lines are dropped and what differs in between is shown with a little
+// context, at most maxDiffLines lines of each side.
+func goldenDiff(want, got []byte) string {
+	const context, maxDiffLines = 3, 40
+	a := strings.Split(string(want), "\n")
+	b := strings.Split(string(got), "\n")
+	pre := 0
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	var sb strings.Builder
+	start := max(pre-context, 0)
+	fmt.Fprintf(&sb, "@@ -%d,%d +%d,%d @@\n", pre+1, len(a)-pre-suf, pre+1, len(b)-pre-suf)
+	for _, l := range a[start:pre] {
+		sb.WriteString("  " + l + "\n")
+	}
+	side := func(prefix string, lines []string) {
+		for i, l := range lines {
+			if i == maxDiffLines {
+				fmt.Fprintf(&sb, "%s… %d more lines\n", prefix, len(lines)-i)
+				break
+			}
+			sb.WriteString(prefix + " " + l + "\n")
+		}
+	}
+	side("-", a[pre:len(a)-suf])
+	side("+", b[pre:len(b)-suf])
+	for _, l := range a[len(a)-suf : min(len(a)-suf+context, len(a))] {
+		sb.WriteString("  " + l + "\n")
+	}
+	return sb.String()
+}
