@@ -1,0 +1,202 @@
+package gatewayapi
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// maxWeight is the largest backendRef weight (the CRD maximum); larger
+// values are clamped so that sums of weights cannot overflow.
+const maxWeight = 1000000
+
+// clusterDef is one port of one Service that routes refer to.
+type clusterDef struct {
+	name string
+	svc  resource.Key
+	port corev1.ServicePort
+	// h2 is set when the port's appProtocol asks for HTTP/2 (h2c, gRPC).
+	h2 bool
+
+	endpoints []ir.Endpoint
+	computed  bool
+}
+
+// resolveBackend checks a backendRef (or mirror backendRef) of a route and
+// returns its cluster; on failure the problem has a ResolvedRefs reason.
+func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectReference) (*clusterDef, *problem) {
+	group, kind := "", "Service"
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	ns := rs.ns()
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
+	}
+	id := ns + "/" + string(ref.Name)
+	if group != "" || kind != "Service" {
+		return nil, &problem{string(gwv1.RouteReasonInvalidKind), fmt.Sprintf("backend %s %s/%s is not supported; only core Services are", id, group, kind)}
+	}
+	from := objRef{gwv1.GroupName, rs.kind, rs.ns()}
+	if !t.grants.allows(from, "", "Service", ns, string(ref.Name)) {
+		return nil, &problem{string(gwv1.RouteReasonRefNotPermitted),
+			fmt.Sprintf("no ReferenceGrant in namespace %s allows a %s of namespace %s to use Service %s", ns, rs.kind, rs.ns(), id)}
+	}
+	if ref.Port == nil {
+		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("backend Service %s has no port; port is required for Services", id)}
+	}
+	port := *ref.Port
+	name := id + "/" + strconv.Itoa(int(port))
+	if def, ok := t.clusters[name]; ok {
+		return def, nil
+	}
+	svc := t.snap.Services[resource.Key{Namespace: ns, Name: string(ref.Name)}]
+	if svc == nil {
+		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s does not exist", id)}
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return nil, &problem{string(gwv1.RouteReasonInvalidKind), fmt.Sprintf("Service %s is of type ExternalName, which is not supported", id)}
+	}
+	var sp *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		if p.Port == port && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) {
+			sp = p
+			break
+		}
+	}
+	if sp == nil {
+		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s has no TCP port %d", id, port)}
+	}
+	def := &clusterDef{name: name, svc: resource.Key{Namespace: ns, Name: string(ref.Name)}, port: *sp}
+	if sp.AppProtocol != nil {
+		switch *sp.AppProtocol {
+		case "kubernetes.io/h2c", "h2c", "grpc":
+			def.h2 = true
+		case "https", "kubernetes.io/wss", "tls":
+			return nil, &problem{string(gwv1.RouteReasonUnsupportedProtocol),
+				fmt.Sprintf("Service %s port %d has appProtocol %q; TLS to backends is not supported", id, port, *sp.AppProtocol)}
+		}
+	}
+	t.clusters[name] = def
+	return def, nil
+}
+
+// endpointsOf computes (once) the ready endpoints of a cluster: addresses of
+// IPv4 and IPv6 EndpointSlices of the Service whose endpoints are ready (a
+// nil ready counts as ready), with the target port of the slice port named
+// like the Service port. They are deduplicated and sorted.
+func (t *translator) endpointsOf(def *clusterDef) []ir.Endpoint {
+	if def.computed {
+		return def.endpoints
+	}
+	def.computed = true
+	seen := map[ir.Endpoint]bool{}
+	for _, es := range t.snap.EndpointSlicesFor(def.svc) {
+		if es == nil || (es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6) {
+			continue
+		}
+		var target int32
+		for _, p := range es.Ports {
+			name := ""
+			if p.Name != nil {
+				name = *p.Name
+			}
+			if name != def.port.Name || p.Port == nil || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) {
+				continue
+			}
+			target = *p.Port
+			break
+		}
+		if target < 1 || target > 65535 {
+			continue
+		}
+		for _, ep := range es.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				if a == "" {
+					continue
+				}
+				e := ir.Endpoint{Address: a, Port: uint32(target)}
+				if !seen[e] {
+					seen[e] = true
+					def.endpoints = append(def.endpoints, e)
+				}
+			}
+		}
+	}
+	sort.Slice(def.endpoints, func(i, j int) bool {
+		a, b := def.endpoints[i], def.endpoints[j]
+		if a.Address != b.Address {
+			return a.Address < b.Address
+		}
+		return a.Port < b.Port
+	})
+	return def.endpoints
+}
+
+// backendSet accumulates the backendRefs of one rule.
+type backendSet struct {
+	backends []*ir.WeightedBackend // valid, weight > 0, one per cluster
+	invalid  uint32                // total weight of unresolved refs
+	clusters []*clusterDef
+}
+
+func (b *backendSet) add(def *clusterDef, weight *int32) {
+	w := backendWeight(weight)
+	if def == nil {
+		b.invalid += w
+		return
+	}
+	if w == 0 {
+		return
+	}
+	for _, wb := range b.backends {
+		if wb.Cluster == def.name {
+			wb.Weight += w
+			return
+		}
+	}
+	b.backends = append(b.backends, &ir.WeightedBackend{Cluster: def.name, Weight: w})
+	b.clusters = append(b.clusters, def)
+}
+
+// backendWeight is a backendRef weight: 1 when unset, negative values are
+// 0 and values above the CRD maximum are clamped.
+func backendWeight(w *int32) uint32 {
+	switch {
+	case w == nil:
+		return 1
+	case *w < 0:
+		return 0
+	case *w > maxWeight:
+		return maxWeight
+	}
+	return uint32(*w)
+}
+
+// action returns the forwarding action of the rule, or nil when no request
+// can reach a valid backend (no backendRefs, all invalid, or all weights
+// zero): such a rule answers 500.
+func (b *backendSet) forward() *ir.Forward {
+	if len(b.backends) == 0 {
+		return nil
+	}
+	f := &ir.Forward{Backends: b.backends}
+	if b.invalid > 0 {
+		f.Backends = append(f.Backends, &ir.WeightedBackend{Weight: b.invalid, Invalid: true})
+	}
+	return f
+}

@@ -1,0 +1,296 @@
+package gatewayapi
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// classState is a GatewayClass of ours.
+type classState struct {
+	obj      *gwv1.GatewayClass
+	accepted bool
+	problem  *problem
+}
+
+// processClasses selects our GatewayClasses and computes their status.
+// Classes of other controllers get no status.
+func (t *translator) processClasses() {
+	for _, name := range resource.SortedNames(t.snap.GatewayClasses) {
+		gc := t.snap.GatewayClasses[name]
+		if gc == nil || t.opts.ControllerName == "" || string(gc.Spec.ControllerName) != t.opts.ControllerName {
+			continue
+		}
+		cs := &classState{obj: gc, accepted: true}
+		c := newConditions(gc.Generation)
+		if ref := gc.Spec.ParametersRef; ref != nil {
+			cs.accepted = false
+			cs.problem = &problem{string(gwv1.GatewayClassReasonInvalidParameters),
+				fmt.Sprintf("parametersRef %s/%s %q is not supported: Portico takes no GatewayClass parameters", ref.Group, ref.Kind, ref.Name)}
+			c.set(string(gwv1.GatewayClassConditionStatusAccepted), false, cs.problem.reason, cs.problem.message)
+		} else {
+			c.set(string(gwv1.GatewayClassConditionStatusAccepted), true, string(gwv1.GatewayClassReasonAccepted), "the GatewayClass is served by "+t.opts.ControllerName)
+		}
+		t.classes[name] = cs
+		t.statuses = append(t.statuses, Status{
+			Kind: KindGatewayClass, Name: gc.Name, Generation: gc.Generation,
+			GatewayClass: &gwv1.GatewayClassStatus{
+				Conditions:        c.done(gc.Status.Conditions, t.now()),
+				SupportedFeatures: SupportedFeatures(),
+			},
+		})
+	}
+}
+
+// gatewayState is a Gateway of one of our classes.
+type gatewayState struct {
+	obj *gwv1.Gateway
+	// invalid is a Gateway-level reason not to accept the Gateway.
+	invalid *problem
+	own     []*listener
+	// sets are the ListenerSets the Gateway allows, in merge order.
+	sets   []*listenerSetState
+	merged []*listener
+	// accepted: the Gateway is Accepted, its IR is built.
+	accepted bool
+}
+
+func (g *gatewayState) key() resource.Key {
+	return resource.Key{Namespace: g.obj.Namespace, Name: g.obj.Name}
+}
+
+// processGateways selects the Gateways of our classes and validates them
+// and their own listeners.
+func (t *translator) processGateways() {
+	for _, k := range resource.SortedKeys(t.snap.Gateways) {
+		gw := t.snap.Gateways[k]
+		if gw == nil {
+			continue
+		}
+		cs := t.classes[string(gw.Spec.GatewayClassName)]
+		if cs == nil {
+			continue
+		}
+		g := &gatewayState{obj: gw}
+		switch {
+		case !cs.accepted:
+			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), fmt.Sprintf("GatewayClass %q is not accepted: %s", cs.obj.Name, cs.problem.message)}
+		case len(gw.Spec.Addresses) > 0:
+			g.invalid = &problem{string(gwv1.GatewayReasonUnsupportedAddress), "spec.addresses is not supported: Portico does not assign addresses to Gateways"}
+		case gw.Spec.Infrastructure != nil && gw.Spec.Infrastructure.ParametersRef != nil:
+			ref := gw.Spec.Infrastructure.ParametersRef
+			g.invalid = &problem{string(gwv1.GatewayReasonInvalidParameters),
+				fmt.Sprintf("infrastructure.parametersRef %s/%s %q is not supported", ref.Group, ref.Kind, ref.Name)}
+		case gw.Spec.TLS != nil:
+			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), "spec.tls (frontend client validation, backend client certificate) is not supported"}
+		}
+		from := objRef{gwv1.GroupName, KindGateway, gw.Namespace}
+		seen := map[string]bool{}
+		for _, l := range gw.Spec.Listeners {
+			// Names are unique by CRD validation; a manifest breaking that
+			// rule keeps the first listener of each name.
+			if seen[string(l.Name)] {
+				continue
+			}
+			seen[string(l.Name)] = true
+			g.own = append(g.own, t.newListener(g, nil, listenerSpec{
+				name: string(l.Name), hostname: l.Hostname, port: l.Port, protocol: l.Protocol,
+				tls: l.TLS, allowedRoutes: l.AllowedRoutes,
+			}, from))
+		}
+		t.gateways[k] = g
+		t.gwOrder = append(t.gwOrder, g)
+	}
+}
+
+// listenerSetState is a ListenerSet whose parent is a Gateway of ours.
+type listenerSetState struct {
+	obj       *gwv1.ListenerSet
+	gw        *gatewayState
+	allowed   bool
+	listeners []*listener
+	accepted  bool
+}
+
+// processListenerSets resolves the parent of every ListenerSet. Those whose
+// parent is not a Gateway of ours get no status.
+func (t *translator) processListenerSets() {
+	for _, k := range resource.SortedKeys(t.snap.ListenerSets) {
+		ls := t.snap.ListenerSets[k]
+		if ls == nil {
+			continue
+		}
+		ref := ls.Spec.ParentRef
+		if (ref.Group != nil && string(*ref.Group) != gwv1.GroupName) || (ref.Kind != nil && string(*ref.Kind) != KindGateway) {
+			continue
+		}
+		ns := ls.Namespace
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			ns = string(*ref.Namespace)
+		}
+		g := t.gateways[resource.Key{Namespace: ns, Name: string(ref.Name)}]
+		if g == nil {
+			continue
+		}
+		s := &listenerSetState{obj: ls, gw: g}
+		if al := g.obj.Spec.AllowedListeners; al != nil && al.Namespaces != nil {
+			s.allowed = newNSPolicy(al.Namespaces.From, al.Namespaces.Selector, gwv1.NamespacesFromNone, g.obj.Namespace).allows(t, ls.Namespace)
+		}
+		if s.allowed {
+			g.sets = append(g.sets, s)
+		}
+		t.sets = append(t.sets, s)
+	}
+}
+
+// finishListeners merges each Gateway's listeners with those of its
+// ListenerSets, detects conflicts and decides acceptance.
+func (t *translator) finishListeners() {
+	for _, g := range t.gwOrder {
+		sort.SliceStable(g.sets, func(i, j int) bool {
+			a, b := g.sets[i].obj, g.sets[j].obj
+			return olderFirst(a.CreationTimestamp, b.CreationTimestamp, a.Namespace, a.Name, b.Namespace, b.Name)
+		})
+		g.merged = append([]*listener(nil), g.own...)
+		for _, s := range g.sets {
+			from := objRef{gwv1.GroupName, KindListenerSet, s.obj.Namespace}
+			seen := map[string]bool{}
+			for _, e := range s.obj.Spec.Listeners {
+				if seen[string(e.Name)] {
+					continue
+				}
+				seen[string(e.Name)] = true
+				l := t.newListener(g, s, listenerSpec{
+					name: string(e.Name), hostname: e.Hostname, port: e.Port, protocol: e.Protocol,
+					tls: e.TLS, allowedRoutes: e.AllowedRoutes,
+				}, from)
+				s.listeners = append(s.listeners, l)
+				g.merged = append(g.merged, l)
+			}
+		}
+		detectConflicts(g.merged)
+
+		ownOK := len(g.own) == 0
+		for _, l := range g.own {
+			ownOK = ownOK || l.accepted()
+		}
+		g.accepted = g.invalid == nil && ownOK
+		for _, s := range g.sets {
+			ok := false
+			for _, l := range s.listeners {
+				ok = ok || l.accepted()
+			}
+			s.accepted = g.accepted && ok
+		}
+	}
+}
+
+// gatewayStatuses emits the status of every Gateway and ListenerSet of ours.
+func (t *translator) gatewayStatuses() {
+	for _, g := range t.gwOrder {
+		gw := g.obj
+		c := newConditions(gw.Generation)
+		var bad []string
+		for _, l := range g.own {
+			if !l.accepted() {
+				bad = append(bad, l.name)
+			}
+		}
+		switch {
+		case g.invalid != nil:
+			c.set(string(gwv1.GatewayConditionAccepted), false, g.invalid.reason, g.invalid.message)
+			c.set(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "the Gateway is not accepted: "+g.invalid.message)
+		case !g.accepted:
+			msg := "no listener is accepted: " + strings.Join(bad, ", ") + "; see the listener conditions"
+			c.set(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), msg)
+			c.set(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), msg)
+		case len(bad) > 0:
+			msg := "listeners not accepted: " + strings.Join(bad, ", ") + "; the others are served"
+			c.set(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid), msg)
+			c.set(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "configuration was generated for the accepted listeners")
+		default:
+			c.set(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "the Gateway is valid")
+			c.set(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "the Gateway's configuration was generated")
+		}
+		st := &gwv1.GatewayStatus{Conditions: c.done(gw.Status.Conditions, t.now())}
+		for _, l := range g.own {
+			prev := prevListenerConditions(gw.Status.Listeners, l.name)
+			st.Listeners = append(st.Listeners, gwv1.ListenerStatus{
+				Name:           gwv1.SectionName(l.name),
+				SupportedKinds: l.kinds,
+				AttachedRoutes: l.routes,
+				Conditions:     listenerConditions(l, gw.Generation).done(prev, t.now()),
+			})
+		}
+		var attached int32
+		for _, s := range g.sets {
+			if s.accepted {
+				attached++
+			}
+		}
+		st.AttachedListenerSets = &attached
+		t.statuses = append(t.statuses, Status{Kind: KindGateway, Namespace: gw.Namespace, Name: gw.Name, Generation: gw.Generation, Gateway: st})
+	}
+	for _, s := range t.sets {
+		t.statuses = append(t.statuses, t.listenerSetStatus(s))
+	}
+}
+
+func (t *translator) listenerSetStatus(s *listenerSetState) Status {
+	ls := s.obj
+	c := newConditions(ls.Generation)
+	st := &gwv1.ListenerSetStatus{}
+	switch {
+	case !s.allowed:
+		msg := fmt.Sprintf("Gateway %s/%s does not allow ListenerSets from namespace %s (spec.allowedListeners)", s.gw.obj.Namespace, s.gw.obj.Name, ls.Namespace)
+		c.set(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonNotAllowed), msg)
+		c.set(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonNotAllowed), msg)
+	case !s.gw.accepted:
+		msg := fmt.Sprintf("parent Gateway %s/%s is not accepted", s.gw.obj.Namespace, s.gw.obj.Name)
+		c.set(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonParentNotAccepted), msg)
+		c.set(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonParentNotAccepted), msg)
+	case !s.accepted:
+		msg := "no listener of the ListenerSet is accepted; see the listener conditions"
+		c.set(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonListenersNotValid), msg)
+		c.set(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonListenersNotValid), msg)
+	default:
+		c.set(string(gwv1.ListenerSetConditionAccepted), true, string(gwv1.ListenerSetReasonAccepted), "the ListenerSet is attached to its Gateway")
+		c.set(string(gwv1.ListenerSetConditionProgrammed), true, string(gwv1.ListenerSetReasonProgrammed), "configuration was generated for the accepted listeners")
+	}
+	st.Conditions = c.done(ls.Status.Conditions, t.now())
+	if s.allowed {
+		for _, l := range s.listeners {
+			prev := prevEntryConditions(ls.Status.Listeners, l.name)
+			st.Listeners = append(st.Listeners, gwv1.ListenerEntryStatus{
+				Name:           gwv1.SectionName(l.name),
+				SupportedKinds: l.kinds,
+				AttachedRoutes: l.routes,
+				Conditions:     listenerConditions(l, ls.Generation).done(prev, t.now()),
+			})
+		}
+	}
+	return Status{Kind: KindListenerSet, Namespace: ls.Namespace, Name: ls.Name, Generation: ls.Generation, ListenerSet: st}
+}
+
+func prevListenerConditions(prev []gwv1.ListenerStatus, name string) []metav1.Condition {
+	for i := range prev {
+		if string(prev[i].Name) == name {
+			return prev[i].Conditions
+		}
+	}
+	return nil
+}
+
+func prevEntryConditions(prev []gwv1.ListenerEntryStatus, name string) []metav1.Condition {
+	for i := range prev {
+		if string(prev[i].Name) == name {
+			return prev[i].Conditions
+		}
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package gatewayapi
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/ir"
+)
+
+// compileGRPCRoute translates the rules of a GRPCRoute. A GRPCRoute
+// without rules is treated as one rule matching every request, with no
+// backend.
+func (t *translator) compileGRPCRoute(rs *routeState, rules []gwv1.GRPCRouteRule) {
+	if len(rules) == 0 {
+		rules = []gwv1.GRPCRouteRule{{}}
+	}
+	rs.rules.total = len(rules)
+	for i := range rules {
+		t.compileGRPCRule(rs, i, &rules[i])
+	}
+}
+
+func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRouteRule) {
+	matches := rule.Matches
+	if len(matches) == 0 {
+		matches = []gwv1.GRPCRouteMatch{{}}
+	}
+	irMatches := make([]ir.Match, len(matches))
+	keys := make([]precedence, len(matches))
+	for j := range matches {
+		m, k, err := grpcMatch(&matches[j])
+		if err != nil {
+			rs.rules.drop(idx, err.reason, fmt.Sprintf("match %d: %s", j, err.msg))
+			return
+		}
+		irMatches[j], keys[j] = m, k
+	}
+
+	var (
+		reqHdr, respHdr *ir.HeaderModifier
+		mirrors         []*ir.Mirror
+		clusters        []*clusterDef
+		extension       bool
+		err             *ruleError
+	)
+	for _, f := range rule.Filters {
+		switch f.Type {
+		case gwv1.GRPCRouteFilterRequestHeaderModifier:
+			if reqHdr != nil {
+				err = unsupported("RequestHeaderModifier may be used once per rule")
+				break
+			}
+			reqHdr, err = headerModifier(f.RequestHeaderModifier, "RequestHeaderModifier")
+		case gwv1.GRPCRouteFilterResponseHeaderModifier:
+			if respHdr != nil {
+				err = unsupported("ResponseHeaderModifier may be used once per rule")
+				break
+			}
+			respHdr, err = headerModifier(f.ResponseHeaderModifier, "ResponseHeaderModifier")
+		case gwv1.GRPCRouteFilterRequestMirror:
+			var m *ir.Mirror
+			var def *clusterDef
+			if m, def, err = t.mirror(rs, f.RequestMirror); m != nil {
+				mirrors = append(mirrors, m)
+				clusters = append(clusters, def)
+			}
+		case gwv1.GRPCRouteFilterExtensionRef:
+			extension = true
+			rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), extensionMessage(f.ExtensionRef))
+		default:
+			err = unsupported("filter type %q is not supported", f.Type)
+		}
+		if err != nil {
+			rs.rules.drop(idx, err.reason, err.msg)
+			return
+		}
+	}
+	if rule.SessionPersistence != nil {
+		rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), "sessionPersistence is not supported")
+		return
+	}
+	var set backendSet
+	for k, br := range rule.BackendRefs {
+		if len(br.Filters) > 0 {
+			rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf("backendRefs[%d]: filters on backendRefs are not supported; use rule filters", k))
+			return
+		}
+		def, p := t.resolveBackend(rs, br.BackendObjectReference)
+		if p != nil {
+			rs.rules.unresolvedRef(p.reason, p.message)
+		}
+		set.add(def, br.Weight)
+	}
+
+	tmpl := ir.Route{RequestHeaders: reqHdr, ResponseHeaders: respHdr}
+	fwd := set.forward()
+	switch {
+	case extension || fwd == nil:
+		tmpl.DirectResponse = &ir.DirectResponse{Status: 500}
+		clusters = nil
+	default:
+		fwd.Mirrors = mirrors
+		tmpl.Forward = fwd
+		clusters = append(clusters, set.clusters...)
+	}
+	for j := range irMatches {
+		r := tmpl
+		r.Name = fmt.Sprintf("grpcroute/%s/%s/rule/%d/match/%d", rs.meta.Namespace, rs.meta.Name, idx, j)
+		r.Match = irMatches[j]
+		k := keys[j]
+		k.setRoute(rs, idx, j)
+		rs.rules.routes = append(rs.rules.routes, &compiledRoute{route: &r, key: k, clusters: clusters})
+	}
+}
+
+// grpcMatch translates a GRPCRouteMatch into a path match on
+// "/<service>/<method>":
+//   - Exact service and method: Exact "/service/method";
+//   - Exact service only: PathPrefix "/service" (whole segments);
+//   - Exact method only, or any RegularExpression: a regular expression,
+//     with "[^/]+" standing for an unset part;
+//   - no method match: every path.
+func grpcMatch(m *gwv1.GRPCRouteMatch) (ir.Match, precedence, *ruleError) {
+	out := ir.Match{}
+	key := precedence{grpc: true, pathRank: rankPrefix}
+	if mm := m.Method; mm != nil {
+		typ := gwv1.GRPCMethodMatchExact
+		if mm.Type != nil {
+			typ = *mm.Type
+		}
+		svc, meth := "", ""
+		if mm.Service != nil {
+			svc = *mm.Service
+		}
+		if mm.Method != nil {
+			meth = *mm.Method
+		}
+		if svc == "" && meth == "" {
+			return out, key, unsupported("method match needs a service or a method")
+		}
+		key.serviceLen, key.methodLen = len(svc), len(meth)
+		switch typ {
+		case gwv1.GRPCMethodMatchExact:
+			for _, v := range []string{svc, meth} {
+				if strings.ContainsAny(v, "/?#") || !printableASCII(v) {
+					return out, key, unsupported("method match: %q is not a valid gRPC service or method name", v)
+				}
+			}
+			switch {
+			case svc != "" && meth != "":
+				out.Path = &ir.PathMatch{Type: ir.PathExact, Value: "/" + svc + "/" + meth}
+				key.pathRank = rankExact
+			case svc != "":
+				out.Path = &ir.PathMatch{Type: ir.PathPrefix, Value: "/" + svc}
+			default:
+				out.Path = &ir.PathMatch{Type: ir.PathRegex, Value: "/[^/]+/" + regexp.QuoteMeta(meth)}
+				key.pathRank = rankRegex
+			}
+		case gwv1.GRPCMethodMatchRegularExpression:
+			svcRe, methRe := "[^/]+", "[^/]+"
+			if svc != "" {
+				if err := validRegex(svc); err != nil {
+					return out, key, unsupported("service regular expression %q is invalid: %v", svc, err)
+				}
+				svcRe = "(?:" + svc + ")"
+			}
+			if meth != "" {
+				if err := validRegex(meth); err != nil {
+					return out, key, unsupported("method regular expression %q is invalid: %v", meth, err)
+				}
+				methRe = "(?:" + meth + ")"
+			}
+			out.Path = &ir.PathMatch{Type: ir.PathRegex, Value: "/" + svcRe + "/" + methRe}
+			key.pathRank = rankRegex
+		default:
+			return out, key, unsupported("method match type %q is not supported", typ)
+		}
+	}
+	seen := map[string]bool{}
+	for _, h := range m.Headers {
+		sm, err := stringMatch(string(h.Name), h.Value, (*string)(h.Type), "header")
+		if err != nil {
+			return out, key, err
+		}
+		if k := strings.ToLower(sm.Name); !seen[k] {
+			seen[k] = true
+			out.Headers = append(out.Headers, sm)
+		}
+	}
+	key.headers = len(out.Headers)
+	return out, key, nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= 0x20 || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}

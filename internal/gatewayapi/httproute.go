@@ -1,0 +1,278 @@
+package gatewayapi
+
+import (
+	"fmt"
+	"strings"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/ir"
+)
+
+// compiledRoute is one match of one valid rule, ready to be placed in
+// virtual hosts.
+type compiledRoute struct {
+	route    *ir.Route
+	key      precedence
+	clusters []*clusterDef // backends and mirrors
+}
+
+// defaultHTTPRule is the rule the API server defaults an HTTPRoute without
+// rules to.
+var defaultHTTPRule = gwv1.HTTPRouteRule{}
+
+// compileHTTPRoute translates the rules of an HTTPRoute. Invalid rules are
+// dropped with a message; backend problems are recorded for ResolvedRefs.
+func (t *translator) compileHTTPRoute(rs *routeState, rules []gwv1.HTTPRouteRule) {
+	if len(rules) == 0 {
+		rules = []gwv1.HTTPRouteRule{defaultHTTPRule}
+	}
+	rs.rules.total = len(rules)
+	for i := range rules {
+		t.compileHTTPRule(rs, i, &rules[i])
+	}
+}
+
+func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRouteRule) {
+	matches := rule.Matches
+	if len(matches) == 0 {
+		matches = []gwv1.HTTPRouteMatch{{}}
+	}
+	irMatches := make([]ir.Match, len(matches))
+	keys := make([]precedence, len(matches))
+	prefixOnly := true
+	for j := range matches {
+		m, k, err := httpMatch(&matches[j])
+		if err != nil {
+			rs.rules.drop(idx, err.reason, fmt.Sprintf("match %d: %s", j, err.msg))
+			return
+		}
+		irMatches[j], keys[j] = m, k
+		prefixOnly = prefixOnly && m.Path != nil && m.Path.Type == ir.PathPrefix
+	}
+
+	var (
+		reqHdr, respHdr *ir.HeaderModifier
+		redir           *ir.Redirect
+		rewrite         *ir.URLRewrite
+		mirrors         []*ir.Mirror
+		clusters        []*clusterDef
+		extension       bool
+		err             *ruleError
+	)
+	for _, f := range rule.Filters {
+		switch f.Type {
+		case gwv1.HTTPRouteFilterRequestHeaderModifier:
+			if reqHdr != nil {
+				err = unsupported("RequestHeaderModifier may be used once per rule")
+				break
+			}
+			reqHdr, err = headerModifier(f.RequestHeaderModifier, "RequestHeaderModifier")
+		case gwv1.HTTPRouteFilterResponseHeaderModifier:
+			if respHdr != nil {
+				err = unsupported("ResponseHeaderModifier may be used once per rule")
+				break
+			}
+			respHdr, err = headerModifier(f.ResponseHeaderModifier, "ResponseHeaderModifier")
+		case gwv1.HTTPRouteFilterRequestRedirect:
+			if redir != nil {
+				err = unsupported("RequestRedirect may be used once per rule")
+				break
+			}
+			redir, err = redirect(f.RequestRedirect, prefixOnly)
+		case gwv1.HTTPRouteFilterURLRewrite:
+			if rewrite != nil {
+				err = unsupported("URLRewrite may be used once per rule")
+				break
+			}
+			rewrite, err = urlRewrite(f.URLRewrite, prefixOnly)
+		case gwv1.HTTPRouteFilterRequestMirror:
+			var m *ir.Mirror
+			var def *clusterDef
+			if m, def, err = t.mirror(rs, f.RequestMirror); m != nil {
+				mirrors = append(mirrors, m)
+				clusters = append(clusters, def)
+			}
+		case gwv1.HTTPRouteFilterExtensionRef:
+			extension = true
+			rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), extensionMessage(f.ExtensionRef))
+		default:
+			err = unsupported("filter type %q is not supported", f.Type)
+		}
+		if err != nil {
+			rs.rules.drop(idx, err.reason, err.msg)
+			return
+		}
+	}
+	if redir != nil && rewrite != nil {
+		rs.rules.drop(idx, string(gwv1.RouteReasonIncompatibleFilters), "RequestRedirect and URLRewrite cannot be used in the same rule")
+		return
+	}
+	if rule.Retry != nil {
+		rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), "retry is not supported")
+		return
+	}
+	if rule.SessionPersistence != nil {
+		rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), "sessionPersistence is not supported")
+		return
+	}
+	reqTimeout, backendTimeout, terr := timeouts(rule.Timeouts)
+	if terr != nil {
+		rs.rules.drop(idx, terr.reason, terr.msg)
+		return
+	}
+	var set backendSet
+	for k, br := range rule.BackendRefs {
+		if len(br.Filters) > 0 {
+			rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf("backendRefs[%d]: filters on backendRefs are not supported; use rule filters", k))
+			return
+		}
+		def, p := t.resolveBackend(rs, br.BackendObjectReference)
+		if p != nil {
+			rs.rules.unresolvedRef(p.reason, p.message)
+		}
+		set.add(def, br.Weight)
+	}
+
+	tmpl := ir.Route{RequestHeaders: reqHdr, ResponseHeaders: respHdr}
+	switch {
+	case redir != nil:
+		tmpl.Redirect = redir
+		clusters = nil
+	case extension:
+		tmpl.DirectResponse = &ir.DirectResponse{Status: 500}
+		clusters = nil
+	default:
+		if fwd := set.forward(); fwd != nil {
+			fwd.URLRewrite, fwd.Mirrors = rewrite, mirrors
+			fwd.Timeout, fwd.BackendTimeout = reqTimeout, backendTimeout
+			tmpl.Forward = fwd
+			clusters = append(clusters, set.clusters...)
+		} else {
+			tmpl.DirectResponse = &ir.DirectResponse{Status: 500}
+			clusters = nil
+		}
+	}
+	for j := range irMatches {
+		r := tmpl
+		r.Name = fmt.Sprintf("%s/%s/%s/rule/%d/match/%d", strings.ToLower(rs.kind), rs.meta.Namespace, rs.meta.Name, idx, j)
+		r.Match = irMatches[j]
+		k := keys[j]
+		k.setRoute(rs, idx, j)
+		rs.rules.routes = append(rs.rules.routes, &compiledRoute{route: &r, key: k, clusters: clusters})
+	}
+}
+
+func extensionMessage(ref *gwv1.LocalObjectReference) string {
+	if ref == nil {
+		return "ExtensionRef filter without extensionRef; requests matching its rule are answered with 500"
+	}
+	return fmt.Sprintf("ExtensionRef filter %s/%s %q is not supported; requests matching its rule are answered with 500", ref.Group, ref.Kind, ref.Name)
+}
+
+var httpMethods = map[gwv1.HTTPMethod]bool{
+	gwv1.HTTPMethodGet: true, gwv1.HTTPMethodHead: true, gwv1.HTTPMethodPost: true,
+	gwv1.HTTPMethodPut: true, gwv1.HTTPMethodDelete: true, gwv1.HTTPMethodConnect: true,
+	gwv1.HTTPMethodOptions: true, gwv1.HTTPMethodTrace: true, gwv1.HTTPMethodPatch: true,
+}
+
+// httpMatch translates one HTTPRouteMatch and computes its precedence.
+func httpMatch(m *gwv1.HTTPRouteMatch) (ir.Match, precedence, *ruleError) {
+	var out ir.Match
+	var key precedence
+	typ, value := gwv1.PathMatchPathPrefix, "/"
+	if m.Path != nil {
+		if m.Path.Type != nil {
+			typ = *m.Path.Type
+		}
+		if m.Path.Value != nil {
+			value = *m.Path.Value
+		}
+	}
+	switch typ {
+	case gwv1.PathMatchExact, gwv1.PathMatchPathPrefix:
+		if err := checkPath(value); err != nil {
+			return out, key, unsupported("path %q: %v", value, err)
+		}
+		pt := ir.PathExact
+		key.pathRank = rankExact
+		if typ == gwv1.PathMatchPathPrefix {
+			pt = ir.PathPrefix
+			key.pathRank = rankPrefix
+			// A trailing "/" of a prefix is ignored.
+			if len(value) > 1 {
+				value = strings.TrimSuffix(value, "/")
+			}
+		}
+		out.Path = &ir.PathMatch{Type: pt, Value: value}
+	case gwv1.PathMatchRegularExpression:
+		if err := validRegex(value); err != nil {
+			return out, key, unsupported("path regular expression %q is invalid: %v", value, err)
+		}
+		out.Path = &ir.PathMatch{Type: ir.PathRegex, Value: value}
+		key.pathRank = rankRegex
+	default:
+		return out, key, unsupported("path match type %q is not supported", typ)
+	}
+	key.pathLen = len(value)
+
+	seen := map[string]bool{}
+	for _, h := range m.Headers {
+		sm, err := stringMatch(string(h.Name), h.Value, (*string)(h.Type), "header")
+		if err != nil {
+			return out, key, err
+		}
+		// Only the first of equivalent (case-insensitive) names counts.
+		if k := strings.ToLower(sm.Name); !seen[k] {
+			seen[k] = true
+			out.Headers = append(out.Headers, sm)
+		}
+	}
+	seenQ := map[string]bool{}
+	for _, q := range m.QueryParams {
+		sm, err := stringMatch(string(q.Name), q.Value, (*string)(q.Type), "query parameter")
+		if err != nil {
+			return out, key, err
+		}
+		if !seenQ[sm.Name] {
+			seenQ[sm.Name] = true
+			out.QueryParams = append(out.QueryParams, sm)
+		}
+	}
+	if m.Method != nil {
+		if !httpMethods[*m.Method] {
+			return out, key, unsupported("method %q is not supported", *m.Method)
+		}
+		out.Method = string(*m.Method)
+		key.method = true
+	}
+	key.headers, key.queries = len(out.Headers), len(out.QueryParams)
+	return out, key, nil
+}
+
+// stringMatch translates a header or query parameter match. typ is nil for
+// Exact.
+func stringMatch(name, value string, typ *string, what string) (ir.StringMatch, *ruleError) {
+	sm := ir.StringMatch{Name: name, Type: ir.StringExact, Value: value}
+	if !validHeaderName(name) {
+		return sm, unsupported("%s name %q is invalid", what, name)
+	}
+	t := "Exact"
+	if typ != nil {
+		t = *typ
+	}
+	switch t {
+	case "Exact":
+		if !validHeaderValue(value) {
+			return sm, unsupported("%s %q: value contains control characters", what, name)
+		}
+	case "RegularExpression":
+		if err := validRegex(value); err != nil {
+			return sm, unsupported("%s %q: regular expression %q is invalid: %v", what, name, value, err)
+		}
+		sm.Type = ir.StringRegex
+	default:
+		return sm, unsupported("%s match type %q is not supported", what, t)
+	}
+	return sm, nil
+}

@@ -1,0 +1,425 @@
+package gatewayapi
+
+import (
+	"crypto/tls"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// listener is one listener of the merged set of a Gateway: one of its own
+// spec.listeners or an entry of an attached ListenerSet.
+type listener struct {
+	gw  *gatewayState
+	set *listenerSetState // nil for the Gateway's own listeners
+
+	name     string
+	hostname string // normalized; "" matches any hostname
+	port     int32
+	protocol gwv1.ProtocolType
+	tls      *gwv1.ListenerTLSConfig
+
+	routeNS nsPolicy // allowedRoutes.namespaces
+	http    bool     // HTTPRoutes may attach
+	grpc    bool     // GRPCRoutes may attach
+	kinds   []gwv1.RouteGroupKind
+
+	// invalid is why the listener is not Accepted, for reasons other than
+	// conflicts; unresolved is why ResolvedRefs is False.
+	invalid    *problem
+	unresolved *problem
+	// unsupported is set for protocols Portico does not serve; such a
+	// listener takes no part in conflict detection.
+	unsupported bool
+	conflict    gwv1.ListenerConditionReason // "" when not conflicted
+	overlapping bool
+	certs       []string // names of ir.Secrets
+
+	attachments []*attachment
+	routes      int32       // distinct accepted routes attached
+	lastRoute   *routeState // the last route counted in routes
+}
+
+// kindName is "Gateway" or "ListenerSet", the kind owning the listener.
+func (l *listener) ownerKind() string {
+	if l.set != nil {
+		return KindListenerSet
+	}
+	return KindGateway
+}
+
+func (l *listener) ownerNS() string {
+	if l.set != nil {
+		return l.set.obj.Namespace
+	}
+	return l.gw.obj.Namespace
+}
+
+// accepted reports whether the listener is Accepted.
+func (l *listener) accepted() bool { return l.invalid == nil && l.conflict == "" }
+
+// programmed reports whether the listener produces configuration.
+func (l *listener) programmed() bool { return l.accepted() && l.gw.accepted }
+
+// listenerSpec is the part shared by gwv1.Listener and gwv1.ListenerEntry.
+type listenerSpec struct {
+	name          string
+	hostname      *gwv1.Hostname
+	port          int32
+	protocol      gwv1.ProtocolType
+	tls           *gwv1.ListenerTLSConfig
+	allowedRoutes *gwv1.AllowedRoutes
+}
+
+// routeKind returns a new RouteGroupKind of the Gateway API group.
+func routeKind(kind string) gwv1.RouteGroupKind {
+	g := gwv1.Group(gwv1.GroupName)
+	return gwv1.RouteGroupKind{Group: &g, Kind: gwv1.Kind(kind)}
+}
+
+// newListener validates a listener spec on its own (conflicts come later).
+// ownerNS is the namespace of the Gateway or ListenerSet, from is how that
+// owner is named in ReferenceGrants.
+func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec listenerSpec, from objRef) *listener {
+	l := &listener{gw: gw, set: set, name: spec.name, port: spec.port, protocol: spec.protocol, tls: spec.tls}
+	var nsFrom *gwv1.RouteNamespaces
+	if spec.allowedRoutes != nil {
+		nsFrom = spec.allowedRoutes.Namespaces
+	}
+	if nsFrom != nil {
+		l.routeNS = newNSPolicy(nsFrom.From, nsFrom.Selector, gwv1.NamespacesFromSame, from.namespace)
+	} else {
+		l.routeNS = newNSPolicy(nil, nil, gwv1.NamespacesFromSame, from.namespace)
+	}
+
+	switch spec.protocol {
+	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
+	default:
+		l.unsupported = true
+		l.kinds = []gwv1.RouteGroupKind{}
+		l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedProtocol),
+			fmt.Sprintf("protocol %q is not supported; Portico serves HTTP and HTTPS listeners", spec.protocol)}
+		return l
+	}
+	t.listenerKinds(l, spec.allowedRoutes)
+
+	if spec.port < 1 || spec.port > 65535 {
+		l.invalid = &problem{string(gwv1.ListenerReasonPortUnavailable), fmt.Sprintf("port %d is out of range 1-65535", spec.port)}
+		l.unsupported = true
+		return l
+	}
+	if spec.hostname != nil && *spec.hostname != "" {
+		h, ok := normalizeHostname(string(*spec.hostname))
+		if !ok {
+			l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedValue), fmt.Sprintf("hostname %q is not a valid DNS name or wildcard", *spec.hostname)}
+			l.unsupported = true
+			return l
+		}
+		l.hostname = h
+	}
+	if spec.protocol == gwv1.HTTPProtocolType {
+		if spec.tls != nil {
+			l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedValue), "tls must not be set on an HTTP listener"}
+			l.unsupported = true
+		}
+		return l
+	}
+	t.listenerTLS(l, from)
+	return l
+}
+
+// listenerKinds computes supportedKinds from allowedRoutes.kinds.
+func (t *translator) listenerKinds(l *listener, ar *gwv1.AllowedRoutes) {
+	if ar == nil || len(ar.Kinds) == 0 {
+		l.http, l.grpc = true, true
+		l.kinds = []gwv1.RouteGroupKind{routeKind(KindHTTPRoute), routeKind(KindGRPCRoute)}
+		return
+	}
+	l.kinds = []gwv1.RouteGroupKind{}
+	var bad []string
+	for _, k := range ar.Kinds {
+		group := gwv1.GroupName
+		if k.Group != nil {
+			group = string(*k.Group)
+		}
+		switch {
+		case group == gwv1.GroupName && k.Kind == KindHTTPRoute:
+			if !l.http {
+				l.http = true
+				l.kinds = append(l.kinds, routeKind(KindHTTPRoute))
+			}
+		case group == gwv1.GroupName && k.Kind == KindGRPCRoute:
+			if !l.grpc {
+				l.grpc = true
+				l.kinds = append(l.kinds, routeKind(KindGRPCRoute))
+			}
+		default:
+			bad = append(bad, fmt.Sprintf("%s/%s", group, k.Kind))
+		}
+	}
+	if len(bad) > 0 {
+		l.unresolved = &problem{string(gwv1.ListenerReasonInvalidRouteKinds),
+			fmt.Sprintf("route kinds %s are not supported on protocol %s; supported: HTTPRoute, GRPCRoute", strings.Join(bad, ", "), l.protocol)}
+	}
+}
+
+// listenerTLS validates the TLS section of an HTTPS listener and resolves
+// its certificates.
+func (t *translator) listenerTLS(l *listener, from objRef) {
+	cfg := l.tls
+	if cfg == nil {
+		l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedValue), "an HTTPS listener needs tls with certificateRefs"}
+		l.unsupported = true
+		return
+	}
+	if cfg.Mode != nil && *cfg.Mode != gwv1.TLSModeTerminate {
+		l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedValue),
+			fmt.Sprintf("tls mode %q is not supported with protocol HTTPS; use Terminate", *cfg.Mode)}
+		l.unsupported = true
+		return
+	}
+	if len(cfg.Options) > 0 {
+		keys := make([]string, 0, len(cfg.Options))
+		for k := range cfg.Options {
+			keys = append(keys, string(k))
+		}
+		sort.Strings(keys)
+		l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedValue), fmt.Sprintf("tls options %s are not supported", strings.Join(keys, ", "))}
+		l.unsupported = true
+		return
+	}
+	if len(cfg.CertificateRefs) == 0 {
+		l.unresolved = &problem{string(gwv1.ListenerReasonInvalidCertificateRef), "tls mode Terminate needs at least one certificateRef"}
+		l.invalid = &problem{string(gwv1.ListenerReasonInvalid), "the listener has no certificate, see the ResolvedRefs condition"}
+		return
+	}
+	var msgs []string
+	var reason string
+	for i, ref := range cfg.CertificateRefs {
+		name, p := t.resolveCertificate(ref, from)
+		if p != nil {
+			msgs = append(msgs, fmt.Sprintf("certificateRefs[%d]: %s", i, p.message))
+			// RefNotPermitted wins: it must be reported whether or not the
+			// Secret exists.
+			if reason == "" || p.reason == string(gwv1.ListenerReasonRefNotPermitted) {
+				reason = p.reason
+			}
+			continue
+		}
+		l.certs = append(l.certs, name)
+	}
+	if len(msgs) > 0 {
+		// The route-kinds problem, if any, is less important than this one.
+		l.unresolved = &problem{reason, strings.Join(msgs, "; ")}
+		l.invalid = &problem{string(gwv1.ListenerReasonInvalid), "the listener's certificates cannot be used, see the ResolvedRefs condition"}
+		l.certs = nil
+	}
+}
+
+// resolveCertificate checks one certificateRef and registers the Secret.
+func (t *translator) resolveCertificate(ref gwv1.SecretObjectReference, from objRef) (string, *problem) {
+	group, kind := "", "Secret"
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	ns := from.namespace
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
+	}
+	id := ns + "/" + string(ref.Name)
+	if group != "" || kind != "Secret" {
+		return "", &problem{string(gwv1.ListenerReasonInvalidCertificateRef),
+			fmt.Sprintf("%s/%s %s is not supported; only core Secrets are", group, kind, id)}
+	}
+	if !t.grants.allows(from, "", "Secret", ns, string(ref.Name)) {
+		return "", &problem{string(gwv1.ListenerReasonRefNotPermitted),
+			fmt.Sprintf("no ReferenceGrant in namespace %s allows a %s of namespace %s to use Secret %s", ns, from.kind, from.namespace, id)}
+	}
+	if s, ok := t.secrets[id]; ok {
+		if s.err != "" {
+			return "", &problem{string(gwv1.ListenerReasonInvalidCertificateRef), s.err}
+		}
+		return id, nil
+	}
+	sec := t.snap.Secrets[resource.Key{Namespace: ns, Name: string(ref.Name)}]
+	entry := secretEntry{}
+	switch {
+	case sec == nil:
+		entry.err = fmt.Sprintf("Secret %s does not exist", id)
+	case sec.Type != corev1.SecretTypeTLS:
+		entry.err = fmt.Sprintf("Secret %s has type %q, want %q", id, sec.Type, corev1.SecretTypeTLS)
+	default:
+		cert, key := secretValue(sec, corev1.TLSCertKey), secretValue(sec, corev1.TLSPrivateKeyKey)
+		if _, err := tls.X509KeyPair(cert, key); err != nil {
+			entry.err = fmt.Sprintf("Secret %s does not hold a valid PEM certificate and key: %v", id, err)
+		} else {
+			entry.secret = &ir.Secret{Name: id, Cert: cert, Key: key}
+		}
+	}
+	t.secrets[id] = entry
+	if entry.err != "" {
+		return "", &problem{string(gwv1.ListenerReasonInvalidCertificateRef), entry.err}
+	}
+	return id, nil
+}
+
+// secretEntry caches the validation of one Secret.
+type secretEntry struct {
+	secret *ir.Secret
+	err    string
+}
+
+// secretValue reads a key of a Secret, falling back to stringData which
+// manifests may use (the API server would have merged it into data).
+func secretValue(s *corev1.Secret, key string) []byte {
+	if v, ok := s.Data[key]; ok {
+		return v
+	}
+	if v, ok := s.StringData[key]; ok {
+		return []byte(v)
+	}
+	return nil
+}
+
+// detectConflicts marks conflicted listeners of a Gateway's merged set,
+// which is in precedence order: the Gateway's own listeners, then those of
+// each ListenerSet. Among the Gateway's own listeners no winner is picked:
+// every listener of a port carrying two protocols is ProtocolConflict, and
+// listeners sharing port, protocol and hostname are all HostnameConflict.
+// A ListenerSet listener conflicts with any earlier listener; the earlier
+// one wins. Listeners with an unsupported protocol or invalid values take
+// no part.
+func detectConflicts(merged []*listener) {
+	type hostKey struct {
+		port     int32
+		protocol gwv1.ProtocolType
+		hostname string
+	}
+	protos := map[int32]map[gwv1.ProtocolType]int{}
+	hosts := map[hostKey]int{}
+	for _, l := range merged {
+		if l.set != nil || l.unsupported {
+			continue
+		}
+		if protos[l.port] == nil {
+			protos[l.port] = map[gwv1.ProtocolType]int{}
+		}
+		protos[l.port][l.protocol]++
+		hosts[hostKey{l.port, l.protocol, l.hostname}]++
+	}
+	poisoned := map[int32]bool{}
+	portProto := map[int32]gwv1.ProtocolType{}
+	for _, l := range merged {
+		if l.set != nil || l.unsupported {
+			continue
+		}
+		switch {
+		case len(protos[l.port]) > 1:
+			l.conflict = gwv1.ListenerReasonProtocolConflict
+			poisoned[l.port] = true
+		case hosts[hostKey{l.port, l.protocol, l.hostname}] > 1:
+			l.conflict = gwv1.ListenerReasonHostnameConflict
+		}
+		portProto[l.port] = l.protocol
+	}
+	for _, l := range merged {
+		if l.set == nil || l.unsupported {
+			continue
+		}
+		k := hostKey{l.port, l.protocol, l.hostname}
+		p, claimed := portProto[l.port]
+		switch {
+		case poisoned[l.port] || (claimed && p != l.protocol):
+			l.conflict = gwv1.ListenerReasonProtocolConflict
+		case hosts[k] > 0:
+			l.conflict = gwv1.ListenerReasonHostnameConflict
+		default:
+			portProto[l.port] = l.protocol
+			hosts[k]++
+		}
+	}
+	detectOverlappingTLS(merged)
+}
+
+// detectOverlappingTLS flags HTTPS listeners on one port whose hostnames
+// overlap ("*.example.com" and "foo.example.com"). A listener without a
+// hostname is the fallback and overlaps nothing.
+func detectOverlappingTLS(merged []*listener) {
+	byPort := map[int32][]*listener{}
+	var ports []int32
+	for _, l := range merged {
+		if l.protocol != gwv1.HTTPSProtocolType || l.unsupported || l.conflict != "" {
+			continue
+		}
+		if byPort[l.port] == nil {
+			ports = append(ports, l.port)
+		}
+		byPort[l.port] = append(byPort[l.port], l)
+	}
+	for _, p := range ports {
+		ls := byPort[p]
+		for i := range ls {
+			for j := i + 1; j < len(ls); j++ {
+				if hostnamesOverlap(ls[i].hostname, ls[j].hostname) {
+					ls[i].overlapping, ls[j].overlapping = true, true
+				}
+			}
+		}
+	}
+}
+
+// listenerConditions computes the conditions of a listener. The reason
+// strings of Gateway listeners and ListenerSet entries are equal.
+func listenerConditions(l *listener, gen int64) *conditions {
+	c := newConditions(gen)
+	switch {
+	case l.conflict != "":
+		msg := conflictMessage(l)
+		c.set(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonPortUnavailable), msg)
+		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonPortUnavailable), msg)
+	case l.invalid != nil:
+		c.set(string(gwv1.ListenerConditionAccepted), false, l.invalid.reason, l.invalid.message)
+		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not accepted: "+l.invalid.message)
+	case !l.gw.accepted:
+		c.set(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
+		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the Gateway is not accepted")
+	default:
+		c.set(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
+		c.set(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "the listener's configuration was generated")
+	}
+	if l.unresolved != nil {
+		c.set(string(gwv1.ListenerConditionResolvedRefs), false, l.unresolved.reason, l.unresolved.message)
+	} else {
+		c.set(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "all references are resolved")
+	}
+	if l.conflict != "" {
+		c.set(string(gwv1.ListenerConditionConflicted), true, string(l.conflict), conflictMessage(l))
+	} else {
+		c.set(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "the listener does not conflict with other listeners")
+	}
+	if l.overlapping {
+		c.set(string(gwv1.ListenerConditionOverlappingTLSConfig), true, string(gwv1.ListenerReasonOverlappingHostnames),
+			"the hostname overlaps the hostname of another HTTPS listener on the same port")
+	}
+	return c
+}
+
+func conflictMessage(l *listener) string {
+	host := l.hostname
+	if host == "" {
+		host = "(any)"
+	}
+	if l.conflict == gwv1.ListenerReasonProtocolConflict {
+		return fmt.Sprintf("port %d is used by another listener of the Gateway with a different protocol", l.port)
+	}
+	return fmt.Sprintf("another listener of the Gateway uses port %d, protocol %s and hostname %s", l.port, l.protocol, host)
+}

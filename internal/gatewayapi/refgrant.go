@@ -1,0 +1,122 @@
+package gatewayapi
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// objRef names the referring side of a cross-namespace reference.
+type objRef struct {
+	group, kind, namespace string
+}
+
+// grantIndex answers ReferenceGrant questions (GEP-709). Grants live in the
+// namespace of the referent.
+type grantIndex map[string][]*gwv1beta1.ReferenceGrant
+
+func newGrantIndex(snap *resource.Snapshot) grantIndex {
+	idx := grantIndex{}
+	for _, k := range resource.SortedKeys(snap.ReferenceGrants) {
+		if g := snap.ReferenceGrants[k]; g != nil {
+			idx[g.Namespace] = append(idx[g.Namespace], g)
+		}
+	}
+	return idx
+}
+
+// allows reports whether from may refer to the object group/kind
+// toNS/toName. References within a namespace are always allowed.
+func (idx grantIndex) allows(from objRef, toGroup, toKind, toNS, toName string) bool {
+	if from.namespace == toNS {
+		return true
+	}
+	for _, g := range idx[toNS] {
+		if grantMatches(g.Spec, from, toGroup, toKind, toName) {
+			return true
+		}
+	}
+	return false
+}
+
+func grantMatches(spec gwv1.ReferenceGrantSpec, from objRef, toGroup, toKind, toName string) bool {
+	fromOK := false
+	for _, f := range spec.From {
+		if string(f.Group) == from.group && string(f.Kind) == from.kind && string(f.Namespace) == from.namespace {
+			fromOK = true
+			break
+		}
+	}
+	if !fromOK {
+		return false
+	}
+	for _, t := range spec.To {
+		if string(t.Group) != toGroup || string(t.Kind) != toKind {
+			continue
+		}
+		if t.Name == nil || *t.Name == "" || string(*t.Name) == toName {
+			return true
+		}
+	}
+	return false
+}
+
+// namespaceLabels returns the labels of a namespace, cached. A namespace
+// present in the snapshot also carries kubernetes.io/metadata.name, as the
+// API server sets it on every namespace; an absent namespace has no labels.
+func (t *translator) namespaceLabels(name string) labels.Set {
+	if set, ok := t.nsLabels[name]; ok {
+		return set
+	}
+	set := labels.Set{}
+	if ns := t.snap.Namespaces[name]; ns != nil {
+		for k, v := range ns.Labels {
+			set[k] = v
+		}
+		if _, ok := set[corev1.LabelMetadataName]; !ok {
+			set[corev1.LabelMetadataName] = name
+		}
+	}
+	t.nsLabels[name] = set
+	return set
+}
+
+// nsPolicy is a compiled From/Selector pair of allowedRoutes or
+// allowedListeners.
+type nsPolicy struct {
+	from    gwv1.FromNamespaces
+	sel     labels.Selector // nil when From is not Selector or it is invalid
+	ownerNS string          // the namespace "Same" refers to
+}
+
+// newNSPolicy compiles a policy; def is the From used when from is nil.
+func newNSPolicy(from *gwv1.FromNamespaces, sel *metav1.LabelSelector, def gwv1.FromNamespaces, ownerNS string) nsPolicy {
+	p := nsPolicy{from: def, ownerNS: ownerNS}
+	if from != nil {
+		p.from = *from
+	}
+	if p.from == gwv1.NamespacesFromSelector && sel != nil {
+		if s, err := metav1.LabelSelectorAsSelector(sel); err == nil {
+			p.sel = s
+		}
+	}
+	return p
+}
+
+// allows reports whether objects in namespace ns are admitted.
+func (p nsPolicy) allows(t *translator, ns string) bool {
+	switch p.from {
+	case gwv1.NamespacesFromAll:
+		return true
+	case gwv1.NamespacesFromSame:
+		return p.ownerNS == ns
+	case gwv1.NamespacesFromSelector:
+		return p.sel != nil && p.sel.Matches(t.namespaceLabels(ns))
+	default: // None and unknown values
+		return false
+	}
+}

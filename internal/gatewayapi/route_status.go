@@ -1,0 +1,93 @@
+package gatewayapi
+
+import (
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// routeStatuses emits the status of every route with a parentRef of ours.
+// A route that has none but whose current status still holds entries of our
+// controller gets a status with no parents, so that the status writer
+// removes the stale entries. Other routes get no status.
+func (t *translator) routeStatuses() {
+	for _, rs := range t.routes {
+		if len(rs.parents) == 0 && !t.hadOurParents(rs) {
+			continue
+		}
+		st := &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{}}
+		gen := rs.meta.Generation
+		for _, ps := range rs.parents {
+			c := newConditions(gen)
+			if ps.fail != nil {
+				c.set(string(gwv1.RouteConditionAccepted), false, ps.fail.reason, ps.fail.message)
+			} else {
+				c.set(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "the route is attached")
+			}
+			if len(rs.rules.unresolved) > 0 {
+				c.set(string(gwv1.RouteConditionResolvedRefs), false, rs.rules.unresolvedReason, strings.Join(rs.rules.unresolved, "; "))
+			} else {
+				c.set(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "all references are resolved")
+			}
+			if ps.fail == nil && len(rs.rules.dropped) > 0 {
+				c.set(string(gwv1.RouteConditionPartiallyInvalid), true, string(gwv1.RouteReasonUnsupportedValue),
+					"Dropped Rule(s): "+strings.Join(rs.rules.dropped, "; "))
+			}
+			st.Parents = append(st.Parents, gwv1.RouteParentStatus{
+				ParentRef:      *ps.ref.DeepCopy(),
+				ControllerName: gwv1.GatewayController(t.opts.ControllerName),
+				Conditions:     c.done(t.prevParentConditions(rs, ps.ref), t.now()),
+			})
+		}
+		t.statuses = append(t.statuses, Status{
+			Kind: rs.kind, Namespace: rs.meta.Namespace, Name: rs.meta.Name, Generation: gen, Route: st,
+		})
+	}
+}
+
+func (t *translator) hadOurParents(rs *routeState) bool {
+	for _, p := range rs.prev {
+		if string(p.ControllerName) == t.opts.ControllerName {
+			return true
+		}
+	}
+	return false
+}
+
+// prevParentConditions finds the conditions of our entry for ref in the
+// route's current status.
+func (t *translator) prevParentConditions(rs *routeState, ref gwv1.ParentReference) []metav1.Condition {
+	for _, p := range rs.prev {
+		if string(p.ControllerName) == t.opts.ControllerName && sameParentRef(p.ParentRef, ref, rs.ns()) {
+			return p.Conditions
+		}
+	}
+	return nil
+}
+
+// sameParentRef compares two parentRefs of a route in namespace ns, with
+// the API defaults applied.
+func sameParentRef(a, b gwv1.ParentReference, ns string) bool {
+	norm := func(r gwv1.ParentReference) [6]string {
+		out := [6]string{gwv1.GroupName, KindGateway, ns, string(r.Name), "", ""}
+		if r.Group != nil {
+			out[0] = string(*r.Group)
+		}
+		if r.Kind != nil {
+			out[1] = string(*r.Kind)
+		}
+		if r.Namespace != nil && *r.Namespace != "" {
+			out[2] = string(*r.Namespace)
+		}
+		if r.SectionName != nil {
+			out[4] = string(*r.SectionName)
+		}
+		if r.Port != nil {
+			out[5] = strconv.Itoa(int(*r.Port))
+		}
+		return out
+	}
+	return norm(a) == norm(b)
+}

@@ -1,0 +1,310 @@
+package gatewayapi
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// routeState is an HTTPRoute or GRPCRoute being translated.
+type routeState struct {
+	kind    string
+	meta    *metav1.ObjectMeta
+	spec    gwv1.CommonRouteSpec
+	prev    []gwv1.RouteParentStatus
+	rules   compiledRules
+	parents []*parentState
+
+	// hostnames are the valid, lowercased spec.hostnames; noHostname is set
+	// when spec.hostnames were given but none is valid.
+	hostnames  []string
+	noHostname bool
+}
+
+// parentState is the relation of a route to one parentRef of ours.
+type parentState struct {
+	ref  gwv1.ParentReference
+	fail *problem // why Accepted is False; nil when accepted
+	atts []*attachment
+}
+
+// attachment is a route attached to one listener.
+type attachment struct {
+	route     *routeState
+	listener  *listener
+	hostnames []string // effective hostnames, "" for any
+	lost      bool     // lost an HTTPRoute/GRPCRoute hostname collision
+}
+
+// compiledRules is the translation of a route's rules, independent of its
+// parents.
+type compiledRules struct {
+	routes []*compiledRoute // the matches of the valid rules
+	total  int              // number of rules
+	// dropped describes each invalid rule; reason is the reason of the
+	// first one.
+	dropped []string
+	reason  string
+	// unresolved lists backend and filter references that failed; reason
+	// of the first one.
+	unresolved       []string
+	unresolvedReason string
+}
+
+func (c *compiledRules) drop(rule int, reason, msg string) {
+	if c.reason == "" {
+		c.reason = reason
+	}
+	c.dropped = append(c.dropped, fmt.Sprintf("rule %d: %s", rule, msg))
+}
+
+func (c *compiledRules) unresolvedRef(reason, msg string) {
+	if c.unresolvedReason == "" {
+		c.unresolvedReason = reason
+	}
+	c.unresolved = append(c.unresolved, msg)
+}
+
+func (r *routeState) ns() string { return r.meta.Namespace }
+
+// processRoutes compiles and attaches every HTTPRoute and GRPCRoute.
+func (t *translator) processRoutes() {
+	for _, k := range resource.SortedKeys(t.snap.HTTPRoutes) {
+		r := t.snap.HTTPRoutes[k]
+		if r == nil {
+			continue
+		}
+		rs := newRouteState(KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r.Status.Parents)
+		t.compileHTTPRoute(rs, r.Spec.Rules)
+		t.attach(rs)
+		t.routes = append(t.routes, rs)
+	}
+	for _, k := range resource.SortedKeys(t.snap.GRPCRoutes) {
+		r := t.snap.GRPCRoutes[k]
+		if r == nil {
+			continue
+		}
+		rs := newRouteState(KindGRPCRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r.Status.Parents)
+		t.compileGRPCRoute(rs, r.Spec.Rules)
+		t.attach(rs)
+		t.routes = append(t.routes, rs)
+	}
+	t.resolveKindCollisions()
+	t.countAttachedRoutes()
+}
+
+func newRouteState(kind string, meta *metav1.ObjectMeta, spec gwv1.CommonRouteSpec, hostnames []gwv1.Hostname, prev []gwv1.RouteParentStatus) *routeState {
+	rs := &routeState{kind: kind, meta: meta, spec: spec, prev: prev}
+	for _, h := range hostnames {
+		if n, ok := normalizeHostname(string(h)); ok {
+			rs.hostnames = append(rs.hostnames, n)
+		}
+	}
+	sort.Strings(rs.hostnames)
+	rs.hostnames = dedupSorted(rs.hostnames)
+	rs.noHostname = len(hostnames) > 0 && len(rs.hostnames) == 0
+	return rs
+}
+
+// attach resolves the parentRefs of a route and attaches it to listeners.
+func (t *translator) attach(rs *routeState) {
+	for _, ref := range rs.spec.ParentRefs {
+		group, kind, ns := gwv1.GroupName, KindGateway, rs.ns()
+		if ref.Group != nil {
+			group = string(*ref.Group)
+		}
+		if ref.Kind != nil {
+			kind = string(*ref.Kind)
+		}
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			ns = string(*ref.Namespace)
+		}
+		if group != gwv1.GroupName {
+			continue
+		}
+		key := resource.Key{Namespace: ns, Name: string(ref.Name)}
+		var candidates []*listener
+		var parentDesc string
+		switch kind {
+		case KindGateway:
+			g := t.gateways[key]
+			if g == nil {
+				continue
+			}
+			candidates, parentDesc = g.own, "Gateway "+key.String()
+		case KindListenerSet:
+			s := t.listenerSet(key)
+			if s == nil {
+				continue
+			}
+			candidates, parentDesc = s.listeners, "ListenerSet "+key.String()
+			if !s.allowed {
+				parentDesc += " (not allowed by its Gateway)"
+			}
+		default:
+			continue
+		}
+		ps := &parentState{ref: ref}
+		rs.parents = append(rs.parents, ps)
+		t.attachParent(rs, ps, candidates, parentDesc)
+	}
+}
+
+func (t *translator) listenerSet(key resource.Key) *listenerSetState {
+	if t.setByKey == nil {
+		t.setByKey = make(map[resource.Key]*listenerSetState, len(t.sets))
+		for _, s := range t.sets {
+			t.setByKey[resource.Key{Namespace: s.obj.Namespace, Name: s.obj.Name}] = s
+		}
+	}
+	return t.setByKey[key]
+}
+
+// attachParent selects the listeners of one parent a route attaches to.
+func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []*listener, parentDesc string) {
+	ref := ps.ref
+	var relevant []*listener
+	for _, l := range candidates {
+		if ref.SectionName != nil && *ref.SectionName != "" && string(*ref.SectionName) != l.name {
+			continue
+		}
+		if ref.Port != nil && *ref.Port != l.port {
+			continue
+		}
+		relevant = append(relevant, l)
+	}
+	if len(relevant) == 0 {
+		ps.fail = &problem{string(gwv1.RouteReasonNoMatchingParent), fmt.Sprintf("%s has no listener%s", parentDesc, selectorDesc(ref))}
+		return
+	}
+	var allowed []*listener
+	kindOK := false
+	for _, l := range relevant {
+		if (rs.kind == KindHTTPRoute && !l.http) || (rs.kind == KindGRPCRoute && !l.grpc) {
+			continue
+		}
+		kindOK = true
+		if l.routeNS.allows(t, rs.ns()) {
+			allowed = append(allowed, l)
+		}
+	}
+	if len(allowed) == 0 {
+		msg := fmt.Sprintf("no listener of %s%s allows %ss", parentDesc, selectorDesc(ref), rs.kind)
+		if kindOK {
+			msg = fmt.Sprintf("no listener of %s%s allows routes from namespace %s", parentDesc, selectorDesc(ref), rs.ns())
+		}
+		ps.fail = &problem{string(gwv1.RouteReasonNotAllowedByListeners), msg}
+		return
+	}
+	for _, l := range allowed {
+		if rs.noHostname {
+			break
+		}
+		if hs := effectiveHostnames(l.hostname, rs.hostnames); len(hs) > 0 {
+			ps.atts = append(ps.atts, &attachment{route: rs, listener: l, hostnames: hs})
+		}
+	}
+	if len(ps.atts) == 0 {
+		ps.fail = &problem{string(gwv1.RouteReasonNoMatchingListenerHostname),
+			fmt.Sprintf("no hostname of the route matches the hostname of a listener of %s%s", parentDesc, selectorDesc(ref))}
+		return
+	}
+	if len(rs.rules.routes) == 0 {
+		ps.fail = &problem{rs.rules.reason, "no rule is valid: " + strings.Join(rs.rules.dropped, "; ")}
+		ps.atts = nil
+		return
+	}
+	for _, a := range ps.atts {
+		a.listener.attachments = append(a.listener.attachments, a)
+	}
+}
+
+func selectorDesc(ref gwv1.ParentReference) string {
+	var parts []string
+	if ref.SectionName != nil && *ref.SectionName != "" {
+		parts = append(parts, fmt.Sprintf("named %q", *ref.SectionName))
+	}
+	if ref.Port != nil {
+		parts = append(parts, fmt.Sprintf("on port %d", *ref.Port))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " " + strings.Join(parts, " ")
+}
+
+// resolveKindCollisions enforces the GRPCRoute rule: an HTTPRoute and a
+// GRPCRoute with intersecting hostnames may not share a listener; the older
+// route (then the first by namespace/name) keeps it.
+func (t *translator) resolveKindCollisions() {
+	for _, g := range t.gwOrder {
+		for _, l := range g.merged {
+			hasHTTP, hasGRPC := false, false
+			for _, a := range l.attachments {
+				hasHTTP = hasHTTP || a.route.kind == KindHTTPRoute
+				hasGRPC = hasGRPC || a.route.kind == KindGRPCRoute
+			}
+			if !hasHTTP || !hasGRPC {
+				continue
+			}
+			atts := append([]*attachment(nil), l.attachments...)
+			sort.SliceStable(atts, func(i, j int) bool {
+				a, b := atts[i].route.meta, atts[j].route.meta
+				return olderFirst(a.CreationTimestamp, b.CreationTimestamp, a.Namespace, a.Name, b.Namespace, b.Name)
+			})
+			var kept []*attachment
+			for _, a := range atts {
+				for _, k := range kept {
+					if k.route.kind != a.route.kind && hostnameSetsIntersect(k.hostnames, a.hostnames) {
+						a.lost = true
+						break
+					}
+				}
+				if !a.lost {
+					kept = append(kept, a)
+				}
+			}
+		}
+	}
+	for _, rs := range t.routes {
+		for _, ps := range rs.parents {
+			if ps.fail != nil {
+				continue
+			}
+			live := ps.atts[:0]
+			for _, a := range ps.atts {
+				if !a.lost {
+					live = append(live, a)
+				}
+			}
+			if len(live) == 0 {
+				ps.fail = &problem{string(gwv1.RouteReasonNotAllowedByListeners),
+					"an older route of the other kind (HTTPRoute or GRPCRoute) uses the same hostnames on every matching listener"}
+			}
+			ps.atts = live
+		}
+	}
+}
+
+// countAttachedRoutes records, for every listener, the routes attached to
+// it with an accepted parentRef.
+func (t *translator) countAttachedRoutes() {
+	for _, rs := range t.routes {
+		for _, ps := range rs.parents {
+			if ps.fail != nil {
+				continue
+			}
+			for _, a := range ps.atts {
+				if a.listener.lastRoute != rs {
+					a.listener.lastRoute = rs
+					a.listener.routes++
+				}
+			}
+		}
+	}
+}
