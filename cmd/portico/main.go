@@ -1,0 +1,73 @@
+// Command portico is the Portico Gateway API controller for Envoy.
+//
+//	portico translate -f FILE|DIR [-f …] [--output all|status|xds] [-o json|yaml]
+//	portico standalone --resources DIR [--xds-address :18000] [--admin-address :19000]
+//	portico version
+//
+// Every subcommand parses its flags with the standard flag package, so both
+// -flag and --flag are accepted.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command failed (bad input files, server error…)
+	exitUsage = 2 // bad command line
+)
+
+// run runs the command line args (without the program name) and returns
+// the exit code. standalone stops on SIGINT or SIGTERM.
+func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is run with a context whose cancellation stops long-running
+// subcommands as a signal would.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "translate":
+		return translateCmd(args[1:], stdout, stderr)
+	case "standalone":
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return standaloneCmd(ctx, args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "portico: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: portico <command> [flags]
+
+Commands:
+  translate    translate Gateway API manifests into statuses and Envoy xDS resources
+  standalone   serve xDS to Envoy from a directory of manifests, reloading on change
+  version      print the version
+
+Run "portico <command> -h" for the flags of a command.
+`)
+}

@@ -1,0 +1,395 @@
+// Package pipeline is Portico's single-writer loop: providers Submit input
+// snapshots, and one goroutine (Run) debounces them, translates the latest
+// into statuses and per-Gateway xDS resources, and hands the result to the
+// xDS server and the status writer. The same loop serves standalone (file
+// provider) and controller (Kubernetes informers) mode.
+//
+// Only Run writes. Readers (admin endpoints, tests) see the last result
+// through an atomic pointer to an immutable Result.
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/metrics"
+	"github.com/portico-dev/portico/internal/render"
+	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/xds/translate"
+)
+
+// Defaults of Config.
+const (
+	DefaultDebounce = 100 * time.Millisecond
+	DefaultMaxDelay = time.Second
+)
+
+// XDSSink receives the resources of every Gateway after each translation;
+// Gateways missing from res are no longer served. *server.Server satisfies it.
+type XDSSink interface {
+	Update(ctx context.Context, res []*translate.Resources) error
+}
+
+// StatusSink receives the desired statuses after each translation. Publish
+// must not block: it is called from the pipeline's only goroutine.
+type StatusSink interface {
+	Publish(statuses []gatewayapi.Status)
+}
+
+// Config of a Pipeline.
+type Config struct {
+	ControllerName string // default gatewayapi.DefaultControllerName
+	// Debounce is how long the loop waits for a quiet period after a
+	// Submit before translating (default 100ms).
+	Debounce time.Duration
+	// MaxDelay bounds the wait: a translation starts at most MaxDelay after
+	// the first Submit still pending, even if submits keep coming
+	// (default 1s).
+	MaxDelay time.Duration
+	// Clock gives Options.Now, the lastTransitionTime of changed
+	// conditions (default time.Now).
+	Clock   func() time.Time
+	XDS     XDSSink    // required
+	Status  StatusSink // may be nil
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+}
+
+// Result is one translation. It is never modified once published.
+type Result struct {
+	// Result is the output of gatewayapi.Translate.
+	Result *gatewayapi.Result
+	// XDS holds the resources handed to the XDSSink, sorted by Gateway. A
+	// Gateway whose xDS translation failed keeps its previous resources.
+	XDS []*translate.Resources
+	// Versions is the xDS version per Gateway ("ns/name").
+	Versions map[string]string
+	// Duration of the translation, hand-off included.
+	Duration time.Duration
+	// Time the translation finished.
+	Time time.Time
+}
+
+// Pipeline is the single-writer translation loop. Create it with New.
+type Pipeline struct {
+	cfg Config
+	log *slog.Logger
+
+	pending atomic.Pointer[input]
+	signal  chan struct{} // capacity 1: "pending has an input"
+
+	latest    atomic.Pointer[Result]
+	ready     atomic.Bool
+	readyCh   chan struct{}
+	readyOnce sync.Once
+
+	// Seams for tests; the real translators by default.
+	translateInputs func(*resource.Snapshot, gatewayapi.Options) *gatewayapi.Result
+	translateXDS    func(*ir.Gateway) (*translate.Resources, error)
+}
+
+// New returns a pipeline; call Run to start it.
+func New(cfg Config) *Pipeline {
+	if cfg.ControllerName == "" {
+		cfg.ControllerName = gatewayapi.DefaultControllerName
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = DefaultDebounce
+	}
+	if cfg.MaxDelay <= 0 {
+		cfg.MaxDelay = DefaultMaxDelay
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Pipeline{
+		cfg:             cfg,
+		log:             log.With("component", "pipeline"),
+		signal:          make(chan struct{}, 1),
+		readyCh:         make(chan struct{}),
+		translateInputs: gatewayapi.Translate,
+		translateXDS:    translate.Translate,
+	}
+}
+
+// input is a submitted snapshot, or a function that builds one.
+type input struct {
+	snap  *resource.Snapshot
+	build func(context.Context) (*resource.Snapshot, error)
+}
+
+// Submit makes snap the next input. It never blocks: only the latest input
+// submitted before a translation starts is translated. snap must not be
+// modified afterwards.
+func (p *Pipeline) Submit(snap *resource.Snapshot) {
+	if snap == nil {
+		return
+	}
+	p.submit(&input{snap: snap})
+}
+
+// SubmitFunc is Submit for a provider whose snapshot is costly to build (a
+// copy of informer caches): build is called by the loop, once the debounce
+// has elapsed, and its snapshot is translated. When build fails the error is
+// logged and the previous result kept. It never blocks.
+func (p *Pipeline) SubmitFunc(build func(context.Context) (*resource.Snapshot, error)) {
+	if build == nil {
+		return
+	}
+	p.submit(&input{build: build})
+}
+
+func (p *Pipeline) submit(in *input) {
+	p.pending.Store(in)
+	select {
+	case p.signal <- struct{}{}:
+	default: // the loop has been signalled already
+	}
+}
+
+// Run is the loop. It returns nil when ctx is cancelled.
+func (p *Pipeline) Run(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var deadline time.Time // when the pending submit must be translated; zero: none
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.signal:
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(p.cfg.MaxDelay)
+			}
+			timer.Reset(max(min(p.cfg.Debounce, deadline.Sub(now)), 0))
+		case <-timer.C:
+			deadline = time.Time{}
+			if in := p.pending.Swap(nil); in != nil {
+				if snap := p.snapshotOf(ctx, in); snap != nil {
+					p.process(ctx, snap)
+				}
+			}
+		}
+	}
+}
+
+// snapshotOf returns the input's snapshot, building it if needed; nil
+// when it cannot be built.
+func (p *Pipeline) snapshotOf(ctx context.Context, in *input) *resource.Snapshot {
+	if in.build == nil {
+		return in.snap
+	}
+	snap, err := in.build(ctx)
+	if err == nil && snap == nil {
+		err = fmt.Errorf("no snapshot")
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Error("building the input snapshot failed; keeping the previous configuration", "error", err)
+		}
+		return nil
+	}
+	return snap
+}
+
+// process translates snap and hands the result off.
+func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot) {
+	start := time.Now()
+	prev := p.latest.Load()
+
+	res, err := p.safeTranslateInputs(snap)
+	if err != nil {
+		p.log.Error("translation failed; keeping the previous configuration", "error", err)
+		return
+	}
+	xds := p.translateGateways(res.Gateways, prev)
+	xlateDur := time.Since(start)
+
+	if err := p.cfg.XDS.Update(ctx, xds); err != nil {
+		if ctx.Err() != nil {
+			return // shutting down
+		}
+		// The sink applies what it can (a Gateway it rejects keeps its
+		// previous snapshot there); the translation is still the latest.
+		p.log.Error("xDS update failed", "error", err)
+	}
+	cur := &Result{
+		Result:   res,
+		XDS:      xds,
+		Versions: make(map[string]string, len(xds)),
+		Duration: time.Since(start),
+		Time:     time.Now(),
+	}
+	for _, r := range xds {
+		cur.Versions[r.Gateway] = r.Version
+	}
+	// Snapshot versions are recorded by the xDS server, which knows what
+	// it actually serves.
+	if m := p.cfg.Metrics; m != nil {
+		m.TranslationDuration.Observe(cur.Duration.Seconds())
+	}
+	p.latest.Store(cur)
+	p.ready.Store(true)
+	p.readyOnce.Do(func() { close(p.readyCh) })
+	if p.cfg.Status != nil {
+		p.cfg.Status.Publish(res.Statuses)
+	}
+
+	p.logChanges(prev, cur, xlateDur, snap)
+}
+
+// safeTranslateInputs runs gatewayapi.Translate, turning a panic into an
+// error so that one bad input cannot stop the loop.
+func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in Gateway API translation: %v", r)
+		}
+	}()
+	res = p.translateInputs(snap, gatewayapi.Options{
+		ControllerName: p.cfg.ControllerName,
+		Now:            metav1.NewTime(p.cfg.Clock()),
+	})
+	if res == nil {
+		return nil, fmt.Errorf("Gateway API translation returned no result")
+	}
+	return res, nil
+}
+
+// translateGateways translates each Gateway; one that fails keeps its
+// resources of prev (or is left out when it has none). Sorted by Gateway.
+func (p *Pipeline) translateGateways(gws []*ir.Gateway, prev *Result) []*translate.Resources {
+	var old map[string]*translate.Resources
+	if prev != nil {
+		old = make(map[string]*translate.Resources, len(prev.XDS))
+		for _, r := range prev.XDS {
+			old[r.Gateway] = r
+		}
+	}
+	out := make([]*translate.Resources, 0, len(gws))
+	for _, gw := range gws {
+		if gw == nil {
+			continue
+		}
+		r, err := p.safeTranslateXDS(gw)
+		if err != nil {
+			kept, ok := old[gw.Key()]
+			p.log.Error("xDS translation of gateway failed", "gateway", gw.Key(), "error", err, "keptPrevious", ok)
+			if ok {
+				out = append(out, kept)
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Gateway < out[j].Gateway })
+	return out
+}
+
+func (p *Pipeline) safeTranslateXDS(gw *ir.Gateway) (r *translate.Resources, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = fmt.Errorf("panic: %v", rec)
+		}
+	}()
+	r, err = p.translateXDS(gw)
+	if err == nil && r == nil {
+		err = fmt.Errorf("no resources")
+	}
+	return r, err
+}
+
+// logChanges logs which Gateways' versions changed.
+func (p *Pipeline) logChanges(prev, cur *Result, xlate time.Duration, snap *resource.Snapshot) {
+	var added, changed, removed []string
+	var old map[string]string
+	if prev != nil {
+		old = prev.Versions
+	}
+	for _, gw := range sortedKeys(cur.Versions) {
+		ov, ok := old[gw]
+		switch {
+		case !ok:
+			added = append(added, gw+"@"+cur.Versions[gw])
+		case ov != cur.Versions[gw]:
+			changed = append(changed, gw+"@"+cur.Versions[gw])
+		}
+	}
+	for _, gw := range sortedKeys(old) {
+		if _, ok := cur.Versions[gw]; !ok {
+			removed = append(removed, gw)
+		}
+	}
+	level := slog.LevelInfo
+	if len(added)+len(changed)+len(removed) == 0 {
+		level = slog.LevelDebug
+	}
+	p.log.Log(context.Background(), level, "translated",
+		"objects", snap.Len(),
+		"gateways", len(cur.XDS),
+		"statuses", len(cur.Result.Statuses),
+		"added", added, "changed", changed, "removed", removed,
+		"translate", xlate, "total", cur.Duration)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Ready reports whether a translation has been handed to the XDSSink.
+func (p *Pipeline) Ready() bool { return p.ready.Load() }
+
+// ReadyC is closed when Ready becomes true.
+func (p *Pipeline) ReadyC() <-chan struct{} { return p.readyCh }
+
+// Latest is the last translation handed off, or nil before the first.
+func (p *Pipeline) Latest() *Result { return p.latest.Load() }
+
+// DebugXDS is the rendered configuration served to gateway ("ns/name"),
+// with secret material redacted.
+func (p *Pipeline) DebugXDS(gateway string) (any, bool) {
+	l := p.latest.Load()
+	if l == nil {
+		return nil, false
+	}
+	for _, r := range l.XDS {
+		if r.Gateway != gateway {
+			continue
+		}
+		g, err := render.GatewayXDSOf(r, render.Options{RedactSecrets: true})
+		if err != nil {
+			return map[string]string{"gateway": gateway, "error": err.Error()}, true
+		}
+		return g, true
+	}
+	return nil, false
+}
+
+// DebugStatus is the rendered statuses of the last translation (a
+// []render.StatusObject, empty before the first).
+func (p *Pipeline) DebugStatus() any {
+	l := p.latest.Load()
+	if l == nil {
+		return render.Statuses(nil)
+	}
+	return render.Statuses(l.Result)
+}

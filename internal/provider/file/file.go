@@ -1,0 +1,165 @@
+// Package file is the standalone-mode provider: it loads every manifest
+// under a directory into a resource.Snapshot, watches the directory tree with
+// fsnotify and delivers a new snapshot after each (debounced) change.
+//
+// A load that fails (unparseable YAML, a known kind that does not decode) is
+// logged, naming the file, and nothing is delivered: the consumer keeps the
+// last good snapshot until the files are fixed.
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// DefaultDebounce is used when New is given no debounce.
+const DefaultDebounce = 100 * time.Millisecond
+
+// maxDelayFactor bounds the debounce of a continuous stream of events: a
+// reload happens at most maxDelayFactor×debounce after the first event.
+const maxDelayFactor = 10
+
+// Provider watches one directory. Create it with New.
+type Provider struct {
+	dir      string
+	sink     func(*resource.Snapshot)
+	log      *slog.Logger
+	debounce time.Duration
+}
+
+// New returns a provider of the manifests under dir that hands each loaded
+// snapshot to sink (which should not block for long). log may be nil.
+func New(dir string, sink func(*resource.Snapshot), log *slog.Logger, debounce time.Duration) *Provider {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if debounce <= 0 {
+		debounce = DefaultDebounce
+	}
+	return &Provider{dir: dir, sink: sink, log: log.With("component", "file-provider", "dir", dir), debounce: debounce}
+}
+
+// Run loads the directory, then watches it until ctx is cancelled (returning
+// nil). It returns an error only when the directory cannot be watched at
+// all; a failed load is logged and Run goes on watching.
+func (p *Provider) Run(ctx context.Context) error {
+	st, err := os.Stat(p.dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", p.dir)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", p.dir, err)
+	}
+	defer w.Close()
+	// Watch first so that no change made during the first load is missed.
+	if err := p.watchTree(w, p.dir); err != nil {
+		return err
+	}
+	p.reload()
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var deadline time.Time
+	schedule := func() {
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(maxDelayFactor * p.debounce)
+		}
+		timer.Reset(max(min(p.debounce, deadline.Sub(now)), 0))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("file watcher closed")
+			}
+			if ev.Op == fsnotify.Chmod {
+				continue
+			}
+			p.log.Debug("file event", "event", ev.String())
+			if ev.Has(fsnotify.Create) {
+				if st, err := os.Stat(ev.Name); err == nil && st.IsDir() {
+					if err := p.watchTree(w, ev.Name); err != nil {
+						p.log.Error("cannot watch new directory", "path", ev.Name, "error", err)
+					}
+				}
+			}
+			schedule()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("file watcher closed")
+			}
+			p.log.Error("file watcher error", "error", err)
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				schedule() // events were lost: reload to be safe
+			}
+		case <-timer.C:
+			deadline = time.Time{}
+			p.reload()
+		}
+	}
+}
+
+// watchTree watches root and every directory below it, skipping hidden
+// ones as the loader does (root itself is always watched).
+func (p *Provider) watchTree(w *fsnotify.Watcher, root string) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path != root && errors.Is(err, fs.ErrNotExist) {
+				return nil // removed meanwhile
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if path != root && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if err := w.Add(path); err != nil {
+			return fmt.Errorf("watch %s: %w", path, err)
+		}
+		return nil
+	})
+}
+
+// reload loads the directory and delivers the snapshot, or logs why not.
+func (p *Provider) reload() {
+	start := time.Now()
+	snap, warnings, err := resource.Load(p.dir)
+	if err != nil {
+		attrs := []any{"error", err.Error()}
+		var le *resource.LoadError
+		if errors.As(err, &le) {
+			attrs = append(attrs, "file", le.File)
+			if le.Document >= 0 {
+				attrs = append(attrs, "document", le.Document)
+			}
+		}
+		p.log.Error("loading resources failed; keeping the last good configuration", attrs...)
+		return
+	}
+	for _, w := range warnings {
+		p.log.Warn("skipped document", "file", w.File, "document", w.Document, "reason", w.Message)
+	}
+	p.log.Info("loaded resources", "objects", snap.Len(), "duration", time.Since(start))
+	p.sink(snap)
+}
