@@ -1,0 +1,250 @@
+// Package controller wires Portico's Kubernetes mode: the informer provider,
+// the translation pipeline and xDS server (on every replica), and the status
+// writer gated by leader election (on the Lease holder only).
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/portico-dev/portico/internal/admin"
+	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/leader"
+	"github.com/portico-dev/portico/internal/metrics"
+	"github.com/portico-dev/portico/internal/pipeline"
+	"github.com/portico-dev/portico/internal/provider/kube"
+	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/status"
+	xdsserver "github.com/portico-dev/portico/internal/xds/server"
+)
+
+// Options configure a Controller. Zero values get the defaults of the
+// `portico controller` flags.
+type Options struct {
+	RESTConfig       *rest.Config
+	Namespace        string // where the Lease lives
+	ControllerName   string
+	LeaderElectionID string
+	Identity         string
+	LeaseDuration    time.Duration
+	RenewDeadline    time.Duration
+	RetryPeriod      time.Duration
+	QPS              float32
+	Burst            int
+	StatusWorkers    int
+	// Debounce and MaxDelay of the translation loop.
+	Debounce, MaxDelay time.Duration
+	// XDSListener and AdminListener are where to serve; they are closed
+	// when Run returns.
+	XDSListener   net.Listener
+	AdminListener net.Listener
+	Log           *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.ControllerName == "" {
+		o.ControllerName = gatewayapi.DefaultControllerName
+	}
+	if o.LeaderElectionID == "" {
+		o.LeaderElectionID = "portico-leader"
+	}
+	if o.Namespace == "" {
+		o.Namespace = "portico-system"
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = 10 * time.Second
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+	if o.StatusWorkers == 0 {
+		o.StatusWorkers = 4
+	}
+	if o.Identity == "" {
+		o.Identity = leader.DefaultIdentity()
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Controller is one replica.
+type Controller struct {
+	opts     Options
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	provider *kube.Provider
+	pipeline *pipeline.Pipeline
+	xds      *xdsserver.Server
+	writer   *status.Writer
+	elector  *leader.Elector
+	admin    *admin.Server
+}
+
+// New builds a replica. Nothing runs until Run.
+func New(opts Options) (*Controller, error) {
+	opts.defaults()
+	if opts.RESTConfig == nil || opts.XDSListener == nil || opts.AdminListener == nil {
+		return nil, errors.New("controller: RESTConfig, XDSListener and AdminListener are required")
+	}
+	cfg := rest.CopyConfig(opts.RESTConfig)
+	if opts.QPS > 0 {
+		cfg.QPS = opts.QPS
+	}
+	if opts.Burst > 0 {
+		cfg.Burst = opts.Burst
+	}
+	cfg.UserAgent = "portico/" + opts.Identity
+	log := opts.Log.With("identity", opts.Identity)
+	scheme := kube.NewScheme()
+
+	c := &Controller{opts: opts, log: log, metrics: metrics.New()}
+	// The status writer reads live objects from the API server, not the
+	// cache, so its writes carry the newest resourceVersion.
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("controller: client: %w", err)
+	}
+	c.writer = status.New(status.Config{
+		Client:         cl,
+		ControllerName: opts.ControllerName,
+		Workers:        opts.StatusWorkers,
+		Metrics:        status.NewMetrics(c.metrics.Registry),
+		Log:            log.With("component", "status"),
+	})
+	c.xds = xdsserver.New(log.With("component", "xds"), c.metrics)
+	c.pipeline = pipeline.New(pipeline.Config{
+		ControllerName: opts.ControllerName,
+		Debounce:       opts.Debounce,
+		MaxDelay:       opts.MaxDelay,
+		XDS:            c.xds,
+		Status:         c.writer,
+		Metrics:        c.metrics,
+		Log:            log,
+	})
+	c.provider, err = kube.New(kube.Config{
+		RESTConfig: cfg,
+		Scheme:     scheme,
+		Notify:     func() { c.pipeline.SubmitFunc(c.provider.Snapshot) },
+		Observe:    c.writer.Observe,
+		Log:        log.With("component", "kube"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("controller: clientset: %w", err)
+	}
+	c.elector, err = leader.New(leader.Config{
+		Client:           cs,
+		Namespace:        opts.Namespace,
+		Name:             opts.LeaderElectionID,
+		Identity:         opts.Identity,
+		LeaseDuration:    opts.LeaseDuration,
+		RenewDeadline:    opts.RenewDeadline,
+		RetryPeriod:      opts.RetryPeriod,
+		OnStartedLeading: c.writer.SetLeading,
+		OnStoppedLeading: func() { c.writer.SetLeading(nil) },
+		Metrics:          leader.NewMetrics(c.metrics.Registry),
+		Log:              log.With("component", "leader"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.admin = admin.New(log.With("component", "admin"), c.metrics, readiness{c})
+	c.admin.Handle("/debug/leader", http.HandlerFunc(c.serveLeader))
+	return c, nil
+}
+
+// Identity is the replica's leader-election identity.
+func (c *Controller) Identity() string { return c.elector.Identity() }
+
+// IsLeader reports whether the replica holds the Lease.
+func (c *Controller) IsLeader() bool { return c.elector.IsLeader() }
+
+// Pipeline is the replica's translation loop (read-only use).
+func (c *Controller) Pipeline() *pipeline.Pipeline { return c.pipeline }
+
+// StatusPending is the number of objects waiting in the status queue.
+func (c *Controller) StatusPending() int { return c.writer.Pending() }
+
+// Snapshot is the replica's current input, for tests and debugging.
+func (c *Controller) Snapshot(ctx context.Context) (*resource.Snapshot, error) {
+	return c.provider.Snapshot(ctx)
+}
+
+// Run runs the replica until ctx is done. On return the Lease has been
+// released (if held) and every goroutine has stopped.
+func (c *Controller) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	run := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				cancel()
+			}
+		}()
+	}
+	run("admin", func(ctx context.Context) error { return c.admin.Serve(ctx, c.opts.AdminListener) })
+	run("pipeline", c.pipeline.Run)
+	run("kube", c.provider.Run)
+	run("status", func(ctx context.Context) error { c.writer.Run(ctx); return nil })
+	run("xds", func(ctx context.Context) error {
+		// Proxies get config only once the first complete translation is
+		// in the cache: no proxy ever sees an empty or partial snapshot.
+		select {
+		case <-ctx.Done():
+			_ = c.opts.XDSListener.Close()
+			return nil
+		case <-c.pipeline.ReadyC():
+		}
+		c.log.Info("serving xDS", "address", c.opts.XDSListener.Addr().String())
+		return c.xds.Serve(ctx, c.opts.XDSListener)
+	})
+	run("leader", c.elector.Run)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+func (c *Controller) serveLeader(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(struct {
+		Leader   bool   `json:"leader"`
+		Identity string `json:"identity"`
+	}{c.elector.IsLeader(), c.elector.Identity()})
+}
+
+// readiness: ready once the caches synced and the first translation was
+// handed to the xDS server.
+type readiness struct{ c *Controller }
+
+func (r readiness) Ready() bool {
+	return r.c.provider.Synced() && r.c.pipeline.Ready()
+}
+func (r readiness) DebugXDS(gw string) (any, bool) { return r.c.pipeline.DebugXDS(gw) }
+func (r readiness) DebugStatus() any               { return r.c.pipeline.DebugStatus() }

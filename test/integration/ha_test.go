@@ -1,0 +1,231 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+)
+
+// leaderOf returns the replica that reports leadership on /debug/leader,
+// failing if more than one does.
+func leaderOf(t *testing.T, rs ...*replica) *replica {
+	t.Helper()
+	var found *replica
+	for _, r := range rs {
+		var body struct {
+			Leader   bool   `json:"leader"`
+			Identity string `json:"identity"`
+		}
+		resp, err := http.Get("http://" + r.admin + "/debug/leader")
+		if err != nil {
+			continue
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		_ = resp.Body.Close()
+		if err != nil {
+			t.Fatalf("/debug/leader of %s: %v", r.name, err)
+		}
+		if body.Identity != r.name {
+			t.Fatalf("/debug/leader identity = %q, want %q", body.Identity, r.name)
+		}
+		if body.Leader {
+			if found != nil {
+				t.Fatalf("two leaders at once: %s and %s", found.name, r.name)
+			}
+			found = r
+		}
+	}
+	return found
+}
+
+func waitLeader(t *testing.T, timeout time.Duration, rs ...*replica) (*replica, time.Duration) {
+	t.Helper()
+	var l *replica
+	d := eventually(t, timeout, "a leader", func() bool { l = leaderOf(t, rs...); return l != nil })
+	return l, d
+}
+
+// Three replicas: exactly one leader, only it writes, all serve the same
+// xDS versions.
+func TestThreeReplicasOneWriter(t *testing.T) {
+	f := newFixture(t)
+	f.gateway("gw")
+	f.service("web", "10.0.0.1")
+	for i := range 5 {
+		f.route(fmt.Sprintf("r%d", i), "gw", "web")
+	}
+	rs := []*replica{startReplica(t, "a", f.opts()), startReplica(t, "b", f.opts()), startReplica(t, "c", f.opts())}
+	leader, _ := waitLeader(t, 20*time.Second, rs...)
+	eventually(t, 30*time.Second, "all routes accepted", func() bool {
+		for i := range 5 {
+			if !f.routeAccepted(fmt.Sprintf("r%d", i)) {
+				return false
+			}
+		}
+		return f.gatewayProgrammed("gw", 5)
+	})
+	// Followers have written nothing; the leader wrote the statuses.
+	for _, r := range rs {
+		n := r.faults.statusWrites.Load()
+		if r == leader && n == 0 {
+			t.Errorf("leader %s wrote no status", r.name)
+		}
+		if r != leader && n != 0 {
+			t.Errorf("follower %s wrote %d statuses", r.name, n)
+		}
+	}
+	if l := leaderOf(t, rs...); l != leader {
+		t.Fatalf("leader changed during the test")
+	}
+
+	// Every replica serves the same version to a proxy of the Gateway.
+	gw := f.ns + "/gw"
+	versions := map[string]string{}
+	for _, r := range rs {
+		a := dialADS(t, r.xds, gw, typeCDS)
+		resp, err := a.waitFor(10*time.Second, func(resp *discoveryv3.DiscoveryResponse) bool { return len(resp.Resources) == 1 })
+		if err != nil {
+			t.Fatalf("replica %s: %v", r.name, err)
+		}
+		versions[r.name] = resp.VersionInfo
+	}
+	if versions["a"] != versions["b"] || versions["b"] != versions["c"] {
+		t.Fatalf("replicas serve different versions: %v", versions)
+	}
+	t.Logf("leader %s; xDS version %s on all three", leader.name, versions["a"])
+}
+
+// A graceful stop of the leader releases the Lease: a successor leads
+// within about a second and writes the status of a route created during the
+// hand-over.
+func TestGracefulHandover(t *testing.T) {
+	f := newFixture(t)
+	f.gateway("gw")
+	f.service("web", "10.0.0.1")
+	f.route("before", "gw", "web")
+	a, b := startReplica(t, "a", f.opts()), startReplica(t, "b", f.opts())
+	leader, _ := waitLeader(t, 20*time.Second, a, b)
+	eventually(t, 30*time.Second, "first route accepted", func() bool { return f.routeAccepted("before") })
+	other := b
+	if leader == b {
+		other = a
+	}
+
+	start := time.Now()
+	go leader.stop(t)
+	f.route("during", "gw", "web")
+	d := eventually(t, 5*time.Second, "successor leads", func() bool { return other.c.IsLeader() })
+	t.Logf("graceful handover: successor led %s after the leader was stopped", time.Since(start).Round(time.Millisecond))
+	if d > testLease-500*time.Millisecond {
+		t.Errorf("successor took %s to lead; the released Lease should hand over in ~1s", d)
+	}
+	eventually(t, 10*time.Second, "route created during hand-over accepted", func() bool {
+		return f.routeAccepted("during") && f.gatewayProgrammed("gw", 2)
+	})
+}
+
+// The leader loses the API server: it stops writing within the renew
+// deadline, keeps serving xDS, and another replica takes over and
+// converges every status.
+func TestPartitionedLeader(t *testing.T) {
+	f := newFixture(t)
+	f.gateway("gw")
+	f.service("web", "10.0.0.1")
+	f.route("r0", "gw", "web")
+	a, b := startReplica(t, "a", f.opts()), startReplica(t, "b", f.opts())
+	leader, _ := waitLeader(t, 20*time.Second, a, b)
+	eventually(t, 30*time.Second, "route accepted", func() bool { return f.routeAccepted("r0") })
+	other := b
+	if leader == b {
+		other = a
+	}
+
+	leader.faults.failAll.Store(true)
+	start := time.Now()
+	stopped := eventually(t, testRenew+2*time.Second, "partitioned leader steps down", func() bool { return !leader.c.IsLeader() })
+	writesAtStepDown := leader.faults.statusWrites.Load()
+	t.Logf("partitioned leader stopped leading after %s (renew deadline %s)", stopped.Round(time.Millisecond), testRenew)
+
+	// Its xDS server still answers from the last good config.
+	ads := dialADS(t, leader.xds, f.ns+"/gw", typeCDS)
+	if _, err := ads.next(5 * time.Second); err != nil {
+		t.Fatalf("partitioned replica stopped serving xDS: %v", err)
+	}
+
+	took := eventually(t, testLease+5*time.Second, "other replica takes over", func() bool { return other.c.IsLeader() })
+	t.Logf("takeover %s after the partition", time.Since(start).Round(time.Millisecond))
+	_ = took
+	f.route("r1", "gw", "web")
+	eventually(t, 15*time.Second, "statuses converge under the new leader", func() bool {
+		return f.routeAccepted("r0") && f.routeAccepted("r1") && f.gatewayProgrammed("gw", 2)
+	})
+	if n := leader.faults.statusWrites.Load(); n != writesAtStepDown {
+		t.Errorf("partitioned replica wrote %d statuses after stepping down", n-writesAtStepDown)
+	}
+}
+
+// The seed bug: status writes hang on the leader while an EndpointSlice
+// changes. The new endpoints reach xDS on every replica within 1 s; when
+// writes work again, every pending status lands.
+func TestHungStatusWritesDoNotStallXDS(t *testing.T) {
+	f := newFixture(t)
+	f.gateway("gw")
+	f.service("web", "10.0.0.1")
+	f.route("r0", "gw", "web")
+	a, b := startReplica(t, "a", f.opts()), startReplica(t, "b", f.opts())
+	leader, _ := waitLeader(t, 20*time.Second, a, b)
+	eventually(t, 30*time.Second, "route accepted", func() bool { return f.routeAccepted("r0") })
+
+	leader.faults.Hang()
+	released := false
+	defer func() {
+		if !released {
+			leader.faults.Release()
+		}
+	}()
+	// New routes make status writes pile up (and hang) on the leader.
+	for i := 1; i <= 5; i++ {
+		f.route(fmt.Sprintf("r%d", i), "gw", "web")
+	}
+	streams := map[string]*adsStream{}
+	for _, r := range []*replica{a, b} {
+		s := dialADS(t, r.xds, f.ns+"/gw", typeEDS)
+		if _, err := s.waitFor(10*time.Second, func(resp *discoveryv3.DiscoveryResponse) bool { return endpointsHave(resp, "10.0.0.1") }); err != nil {
+			t.Fatalf("replica %s: %v", r.name, err)
+		}
+		streams[r.name] = s
+	}
+
+	update(f, f.slice("web"), func(es *discoveryv1.EndpointSlice) {
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{
+			Addresses: []string{"10.0.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+		})
+	})
+	changed := time.Now()
+	for name, s := range streams {
+		if _, err := s.waitFor(time.Second, func(resp *discoveryv3.DiscoveryResponse) bool { return endpointsHave(resp, "10.0.0.2") }); err != nil {
+			t.Fatalf("replica %s: new endpoint not in EDS within 1s while status writes hang: %v", name, err)
+		}
+		t.Logf("replica %s: new endpoint in EDS %s after the change", name, time.Since(changed).Round(time.Millisecond))
+	}
+	if f.routeAccepted("r5") {
+		t.Fatalf("a status write went through while writes were hung; the test did not exercise the fault")
+	}
+
+	leader.faults.Release()
+	released = true
+	eventually(t, 30*time.Second, "every pending status lands", func() bool {
+		for i := 0; i <= 5; i++ {
+			if !f.routeAccepted(fmt.Sprintf("r%d", i)) {
+				return false
+			}
+		}
+		return f.gatewayProgrammed("gw", 6)
+	})
+}
