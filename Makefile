@@ -9,7 +9,7 @@ BIN       := _output/bin
 # Packages whose goroutines matter most also run under the race detector.
 RACE_PKGS := ./internal/pipeline/... ./internal/xds/server/... ./internal/provider/... ./internal/admin/...
 
-.PHONY: all build run test test-unit test-race vet fuzz bench golden kube-binaries clean
+.PHONY: all build run test test-unit test-race test-integration vet fuzz bench golden kube-binaries clean
 
 all: build
 
@@ -20,8 +20,10 @@ build:
 run: build
 	$(BIN)/portico standalone --resources $(RESOURCES) --xds-address $(XDS_ADDR) --admin-address $(ADMIN_ADDR)
 
-## test: everything CI runs
-test: vet test-unit test-race fuzz
+## test: everything CI runs. The integration tests need kube-apiserver and
+## etcd: the first run builds them from the Go module proxy (10-20 min on 2
+## cores) into $$HOME/.cache/portico; later runs reuse them.
+test: vet kube-binaries test-unit test-race fuzz
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -29,7 +31,7 @@ vet:
 	$(GO) vet ./...
 
 test-unit:
-	$(GO) test -count=1 ./...
+	KUBEBUILDER_ASSETS=$$(hack/kube-binaries.sh --print-dir etcd kube-apiserver) $(GO) test -count=1 ./...
 
 test-race:
 	$(GO) test -count=1 -race $(RACE_PKGS)
@@ -51,6 +53,10 @@ golden:
 ## kube-binaries: build kube-apiserver, etcd, … from the Go module proxy into $$HOME/.cache/portico
 kube-binaries:
 	hack/kube-binaries.sh
+
+## test-integration: only the tests against a real kube-apiserver and etcd
+test-integration:
+	KUBEBUILDER_ASSETS=$$(hack/kube-binaries.sh --print-dir etcd kube-apiserver) $(GO) test -count=1 -v ./test/integration/
 
 clean:
 	rm -rf _output

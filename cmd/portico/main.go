@@ -2,6 +2,7 @@
 //
 //	portico translate -f FILE|DIR [-f …] [--output all|status|xds] [-o json|yaml]
 //	portico standalone --resources DIR [--xds-address :18000] [--admin-address :19000]
+//	portico controller [--kubeconfig FILE] [--namespace NS] [flags]
 //	portico version
 //
 // Every subcommand parses its flags with the standard flag package, so both
@@ -15,11 +16,19 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// Leader-election defaults of the controller command.
+const (
+	defaultLease = 15 * time.Second
+	defaultRenew = 10 * time.Second
+	defaultRetry = 2 * time.Second
+)
 
 // Exit codes.
 const (
@@ -48,6 +57,10 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return standaloneCmd(ctx, args[1:], stdout, stderr)
+	case "controller":
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return controllerCmd(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -66,6 +79,7 @@ func usage(w io.Writer) {
 Commands:
   translate    translate Gateway API manifests into statuses and Envoy xDS resources
   standalone   serve xDS to Envoy from a directory of manifests, reloading on change
+  controller   run against a Kubernetes cluster (leader-elected status writing, xDS on every replica)
   version      print the version
 
 Run "portico <command> -h" for the flags of a command.

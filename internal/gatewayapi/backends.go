@@ -45,7 +45,7 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 	}
 	id := ns + "/" + string(ref.Name)
 	if group != "" || kind != "Service" {
-		return nil, &problem{string(gwv1.RouteReasonInvalidKind), fmt.Sprintf("backend %s %s/%s is not supported; only core Services are", id, group, kind)}
+		return nil, &problem{string(gwv1.RouteReasonInvalidKind), fmt.Sprintf("backend %s %s is not supported; only core Services are", id, groupKind(group, kind))}
 	}
 	from := objRef{gwv1.GroupName, rs.kind, rs.ns()}
 	if !t.grants.allows(from, "", "Service", ns, string(ref.Name)) {

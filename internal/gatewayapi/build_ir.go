@@ -76,7 +76,7 @@ func (b *irBuilder) httpListener(port int32, ls []*listener) *ir.Listener {
 		Name: name, Port: uint32(port), Protocol: ir.ProtocolHTTP,
 		FilterChains: []*ir.FilterChain{{
 			Name:        name,
-			RouteConfig: b.routeConfig(name, ls),
+			RouteConfig: b.routeConfig(name, uint32(port), ls),
 		}},
 	}
 }
@@ -99,7 +99,7 @@ func (b *irBuilder) httpsListener(port int32, ls []*listener) *ir.Listener {
 				b.secrets[c] = e.secret
 			}
 		}
-		fc.RouteConfig = b.routeConfig(fc.Name, []*listener{l})
+		fc.RouteConfig = b.routeConfig(fc.Name, uint32(port), []*listener{l})
 		out.FilterChains = append(out.FilterChains, fc)
 	}
 	sort.Slice(out.FilterChains, func(i, j int) bool { return out.FilterChains[i].Name < out.FilterChains[j].Name })
@@ -111,53 +111,6 @@ func vhostName(host string) string {
 		return "*"
 	}
 	return host
-}
-
-// routeConfig places the routes attached to listeners into virtual hosts.
-func (b *irBuilder) routeConfig(chain string, ls []*listener) *ir.RouteConfig {
-	rc := &ir.RouteConfig{Name: b.gw.Key() + "/" + chain}
-	type vhost struct {
-		routes []*compiledRoute
-		names  map[string]bool
-	}
-	hosts := map[string]*vhost{}
-	for _, l := range ls {
-		for _, a := range l.attachments {
-			if a.lost || a.route == nil {
-				continue
-			}
-			for _, h := range a.hostnames {
-				vh := hosts[h]
-				if vh == nil {
-					vh = &vhost{names: map[string]bool{}}
-					hosts[h] = vh
-				}
-				for _, cr := range a.route.rules.routes {
-					if vh.names[cr.route.Name] {
-						continue
-					}
-					vh.names[cr.route.Name] = true
-					vh.routes = append(vh.routes, cr)
-					b.useClusters(cr, a.route.kind == KindGRPCRoute)
-				}
-			}
-		}
-	}
-	names := make([]string, 0, len(hosts))
-	for h := range hosts {
-		names = append(names, h)
-	}
-	sort.Slice(names, func(i, j int) bool { return vhostName(names[i]) < vhostName(names[j]) })
-	for _, h := range names {
-		vh := hosts[h]
-		sortByPrecedence(vh.routes)
-		v := &ir.VirtualHost{Name: vhostName(h), Hostname: vhostName(h), Routes: make([]*ir.Route, len(vh.routes))}
-		for i, cr := range vh.routes {
-			v.Routes[i] = cr.route
-		}
-		rc.VirtualHosts = append(rc.VirtualHosts, v)
-	}
-	return rc
 }
 
 // useClusters registers the clusters of a placed route. A cluster is

@@ -70,3 +70,12 @@ type problem struct {
 	reason  string
 	message string
 }
+
+// groupKind names a kind in messages: "Kind" for the core group,
+// "group/Kind" otherwise.
+func groupKind(group, kind string) string {
+	if group == "" {
+		return kind
+	}
+	return group + "/" + kind
+}

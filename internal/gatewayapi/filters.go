@@ -206,6 +206,15 @@ func redirect(f *gwv1.HTTPRequestRedirectFilter, prefixOnly bool) (*ir.Redirect,
 		}
 		p := uint32(*f.Port)
 		r.Port = &p
+	} else if r.Scheme != nil {
+		// Without a port, a redirect to a scheme uses the scheme's
+		// well-known port. With neither, the listener's port is used: it
+		// is set when the route is placed on a listener.
+		p := uint32(80)
+		if *r.Scheme == "https" {
+			p = 443
+		}
+		r.Port = &p
 	}
 	if f.StatusCode != nil {
 		switch *f.StatusCode {

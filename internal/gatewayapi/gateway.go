@@ -31,7 +31,7 @@ func (t *translator) processClasses() {
 		if ref := gc.Spec.ParametersRef; ref != nil {
 			cs.accepted = false
 			cs.problem = &problem{string(gwv1.GatewayClassReasonInvalidParameters),
-				fmt.Sprintf("parametersRef %s/%s %q is not supported: Portico takes no GatewayClass parameters", ref.Group, ref.Kind, ref.Name)}
+				fmt.Sprintf("parametersRef %s %q is not supported: Portico takes no GatewayClass parameters", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)}
 			c.set(string(gwv1.GatewayClassConditionStatusAccepted), false, cs.problem.reason, cs.problem.message)
 		} else {
 			c.set(string(gwv1.GatewayClassConditionStatusAccepted), true, string(gwv1.GatewayClassReasonAccepted), "the GatewayClass is served by "+t.opts.ControllerName)
@@ -85,7 +85,7 @@ func (t *translator) processGateways() {
 		case gw.Spec.Infrastructure != nil && gw.Spec.Infrastructure.ParametersRef != nil:
 			ref := gw.Spec.Infrastructure.ParametersRef
 			g.invalid = &problem{string(gwv1.GatewayReasonInvalidParameters),
-				fmt.Sprintf("infrastructure.parametersRef %s/%s %q is not supported", ref.Group, ref.Kind, ref.Name)}
+				fmt.Sprintf("infrastructure.parametersRef %s %q is not supported", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)}
 		case gw.Spec.TLS != nil:
 			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), "spec.tls (frontend client validation, backend client certificate) is not supported"}
 		}
@@ -107,6 +107,11 @@ func (t *translator) processGateways() {
 		t.gwOrder = append(t.gwOrder, g)
 	}
 }
+
+// listenerSetReasonParentNotProgrammed is the ListenerSet Programmed=False
+// reason listed by the ListenerSet specification (listenerset_types.go) for
+// a parent Gateway that is not programmed; the API has no constant for it.
+const listenerSetReasonParentNotProgrammed = "ParentNotProgrammed"
 
 // listenerSetState is a ListenerSet whose parent is a Gateway of ours.
 type listenerSetState struct {
@@ -175,15 +180,20 @@ func (t *translator) finishListeners() {
 		}
 		detectConflicts(g.merged)
 
+		// A Gateway (ListenerSet) with listeners is accepted when one of
+		// them can be served: accepted, with usable certificates. The
+		// conformance suite (ListenerSetReferenceGrant) expects a
+		// ListenerSet whose only listener lacks a ReferenceGrant to be
+		// rejected with ListenersNotValid.
 		ownOK := len(g.own) == 0
 		for _, l := range g.own {
-			ownOK = ownOK || l.accepted()
+			ownOK = ownOK || l.usable()
 		}
 		g.accepted = g.invalid == nil && ownOK
 		for _, s := range g.sets {
 			ok := false
 			for _, l := range s.listeners {
-				ok = ok || l.accepted()
+				ok = ok || l.usable()
 			}
 			s.accepted = g.accepted && ok
 		}
@@ -197,7 +207,7 @@ func (t *translator) gatewayStatuses() {
 		c := newConditions(gw.Generation)
 		var bad []string
 		for _, l := range g.own {
-			if !l.accepted() {
+			if !l.usable() {
 				bad = append(bad, l.name)
 			}
 		}
@@ -206,13 +216,13 @@ func (t *translator) gatewayStatuses() {
 			c.set(string(gwv1.GatewayConditionAccepted), false, g.invalid.reason, g.invalid.message)
 			c.set(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "the Gateway is not accepted: "+g.invalid.message)
 		case !g.accepted:
-			msg := "no listener is accepted: " + strings.Join(bad, ", ") + "; see the listener conditions"
+			msg := "no listener can be served: " + strings.Join(bad, ", ") + "; see the listener conditions"
 			c.set(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), msg)
 			c.set(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), msg)
 		case len(bad) > 0:
-			msg := "listeners not accepted: " + strings.Join(bad, ", ") + "; the others are served"
+			msg := "listeners that cannot be served: " + strings.Join(bad, ", ") + "; see the listener conditions; the others are served"
 			c.set(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid), msg)
-			c.set(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "configuration was generated for the accepted listeners")
+			c.set(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "configuration was generated for the listeners that can be served")
 		default:
 			c.set(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "the Gateway is valid")
 			c.set(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "the Gateway's configuration was generated")
@@ -253,14 +263,26 @@ func (t *translator) listenerSetStatus(s *listenerSetState) Status {
 	case !s.gw.accepted:
 		msg := fmt.Sprintf("parent Gateway %s/%s is not accepted", s.gw.obj.Namespace, s.gw.obj.Name)
 		c.set(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonParentNotAccepted), msg)
-		c.set(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonParentNotAccepted), msg)
+		c.set(string(gwv1.ListenerSetConditionProgrammed), false, listenerSetReasonParentNotProgrammed, msg)
 	case !s.accepted:
-		msg := "no listener of the ListenerSet is accepted; see the listener conditions"
+		msg := "no listener of the ListenerSet can be served; see the listener conditions"
 		c.set(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonListenersNotValid), msg)
 		c.set(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonListenersNotValid), msg)
 	default:
-		c.set(string(gwv1.ListenerSetConditionAccepted), true, string(gwv1.ListenerSetReasonAccepted), "the ListenerSet is attached to its Gateway")
-		c.set(string(gwv1.ListenerSetConditionProgrammed), true, string(gwv1.ListenerSetReasonProgrammed), "configuration was generated for the accepted listeners")
+		var bad []string
+		for _, l := range s.listeners {
+			if !l.usable() {
+				bad = append(bad, l.name)
+			}
+		}
+		if len(bad) > 0 {
+			msg := "listeners that cannot be served: " + strings.Join(bad, ", ") + "; see the listener conditions; the others are served"
+			c.set(string(gwv1.ListenerSetConditionAccepted), true, string(gwv1.ListenerSetReasonListenersNotValid), msg)
+			c.set(string(gwv1.ListenerSetConditionProgrammed), true, string(gwv1.ListenerSetReasonProgrammed), "configuration was generated for the listeners that can be served")
+		} else {
+			c.set(string(gwv1.ListenerSetConditionAccepted), true, string(gwv1.ListenerSetReasonAccepted), "the ListenerSet is attached to its Gateway")
+			c.set(string(gwv1.ListenerSetConditionProgrammed), true, string(gwv1.ListenerSetReasonProgrammed), "configuration was generated for the accepted listeners")
+		}
 	}
 	st.Conditions = c.done(ls.Status.Conditions, t.now())
 	if s.allowed {

@@ -167,7 +167,7 @@ func extensionMessage(ref *gwv1.LocalObjectReference) string {
 	if ref == nil {
 		return "ExtensionRef filter without extensionRef; requests matching its rule are answered with 500"
 	}
-	return fmt.Sprintf("ExtensionRef filter %s/%s %q is not supported; requests matching its rule are answered with 500", ref.Group, ref.Kind, ref.Name)
+	return fmt.Sprintf("ExtensionRef filter %s %q is not supported; requests matching its rule are answered with 500", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)
 }
 
 var httpMethods = map[gwv1.HTTPMethod]bool{

@@ -34,6 +34,9 @@ type listener struct {
 	// conflicts; unresolved is why ResolvedRefs is False.
 	invalid    *problem
 	unresolved *problem
+	// noCerts is set when the listener is accepted but none of its
+	// certificates can be used: it is not programmed.
+	noCerts bool
 	// unsupported is set for protocols Portico does not serve; such a
 	// listener takes no part in conflict detection.
 	unsupported bool
@@ -64,8 +67,12 @@ func (l *listener) ownerNS() string {
 // accepted reports whether the listener is Accepted.
 func (l *listener) accepted() bool { return l.invalid == nil && l.conflict == "" }
 
+// usable reports whether the listener can produce configuration: it is
+// accepted and its certificates (if any) resolved.
+func (l *listener) usable() bool { return l.accepted() && !l.noCerts }
+
 // programmed reports whether the listener produces configuration.
-func (l *listener) programmed() bool { return l.accepted() && l.gw.accepted }
+func (l *listener) programmed() bool { return l.usable() && l.gw.accepted }
 
 // listenerSpec is the part shared by gwv1.Listener and gwv1.ListenerEntry.
 type listenerSpec struct {
@@ -160,7 +167,7 @@ func (t *translator) listenerKinds(l *listener, ar *gwv1.AllowedRoutes) {
 				l.kinds = append(l.kinds, routeKind(KindGRPCRoute))
 			}
 		default:
-			bad = append(bad, fmt.Sprintf("%s/%s", group, k.Kind))
+			bad = append(bad, groupKind(group, string(k.Kind)))
 		}
 	}
 	if len(bad) > 0 {
@@ -194,9 +201,11 @@ func (t *translator) listenerTLS(l *listener, from objRef) {
 		l.unsupported = true
 		return
 	}
+	// Certificate problems are reference problems: the listener stays
+	// Accepted, ResolvedRefs says why, and it is not Programmed.
 	if len(cfg.CertificateRefs) == 0 {
 		l.unresolved = &problem{string(gwv1.ListenerReasonInvalidCertificateRef), "tls mode Terminate needs at least one certificateRef"}
-		l.invalid = &problem{string(gwv1.ListenerReasonInvalid), "the listener has no certificate, see the ResolvedRefs condition"}
+		l.noCerts = true
 		return
 	}
 	var msgs []string
@@ -217,7 +226,7 @@ func (t *translator) listenerTLS(l *listener, from objRef) {
 	if len(msgs) > 0 {
 		// The route-kinds problem, if any, is less important than this one.
 		l.unresolved = &problem{reason, strings.Join(msgs, "; ")}
-		l.invalid = &problem{string(gwv1.ListenerReasonInvalid), "the listener's certificates cannot be used, see the ResolvedRefs condition"}
+		l.noCerts = true
 		l.certs = nil
 	}
 }
@@ -238,7 +247,7 @@ func (t *translator) resolveCertificate(ref gwv1.SecretObjectReference, from obj
 	id := ns + "/" + string(ref.Name)
 	if group != "" || kind != "Secret" {
 		return "", &problem{string(gwv1.ListenerReasonInvalidCertificateRef),
-			fmt.Sprintf("%s/%s %s is not supported; only core Secrets are", group, kind, id)}
+			fmt.Sprintf("%s %s is not supported; only core Secrets are", groupKind(group, kind), id)}
 	}
 	if !t.grants.allows(from, "", "Secret", ns, string(ref.Name)) {
 		return "", &problem{string(gwv1.ListenerReasonRefNotPermitted),
@@ -383,12 +392,19 @@ func listenerConditions(l *listener, gen int64) *conditions {
 	c := newConditions(gen)
 	switch {
 	case l.conflict != "":
+		// The conformance suite (ListenerSetHostnameConflict,
+		// ListenerSetProtocolConflict, TLSRouteListenerMixedTermination...)
+		// expects the conflict reason on Accepted and Programmed.
 		msg := conflictMessage(l)
-		c.set(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonPortUnavailable), msg)
-		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonPortUnavailable), msg)
+		c.set(string(gwv1.ListenerConditionAccepted), false, string(l.conflict), msg)
+		c.set(string(gwv1.ListenerConditionProgrammed), false, string(l.conflict), msg)
 	case l.invalid != nil:
 		c.set(string(gwv1.ListenerConditionAccepted), false, l.invalid.reason, l.invalid.message)
 		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not accepted: "+l.invalid.message)
+	case l.noCerts:
+		c.set(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
+		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
+			"the listener has no usable certificate, see the ResolvedRefs condition")
 	case !l.gw.accepted:
 		c.set(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
 		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the Gateway is not accepted")

@@ -1,8 +1,6 @@
 package gatewayapi
 
 import (
-	"sort"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -101,9 +99,4 @@ func (p *precedence) before(q *precedence) bool {
 		return p.rule < q.rule
 	}
 	return p.match < q.match
-}
-
-// sortByPrecedence sorts compiled routes, first match wins.
-func sortByPrecedence(rs []*compiledRoute) {
-	sort.SliceStable(rs, func(i, j int) bool { return rs[i].key.before(&rs[j].key) })
 }

@@ -27,13 +27,13 @@ func (t *translator) routeStatuses() {
 				c.set(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "the route is attached")
 			}
 			if len(rs.rules.unresolved) > 0 {
-				c.set(string(gwv1.RouteConditionResolvedRefs), false, rs.rules.unresolvedReason, strings.Join(rs.rules.unresolved, "; "))
+				c.set(string(gwv1.RouteConditionResolvedRefs), false, rs.rules.unresolvedReason, joinUnique(rs.rules.unresolved))
 			} else {
 				c.set(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "all references are resolved")
 			}
 			if ps.fail == nil && len(rs.rules.dropped) > 0 {
 				c.set(string(gwv1.RouteConditionPartiallyInvalid), true, string(gwv1.RouteReasonUnsupportedValue),
-					"Dropped Rule(s): "+strings.Join(rs.rules.dropped, "; "))
+					"Dropped Rule(s): "+joinUnique(rs.rules.dropped))
 			}
 			st.Parents = append(st.Parents, gwv1.RouteParentStatus{
 				ParentRef:      *ps.ref.DeepCopy(),
@@ -45,6 +45,20 @@ func (t *translator) routeStatuses() {
 			Kind: rs.kind, Namespace: rs.meta.Namespace, Name: rs.meta.Name, Generation: gen, Route: st,
 		})
 	}
+}
+
+// joinUnique joins messages with "; ", each once, in first-seen order: a
+// backend referenced by several rules is reported once.
+func joinUnique(msgs []string) string {
+	seen := make(map[string]bool, len(msgs))
+	out := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		if !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func (t *translator) hadOurParents(rs *routeState) bool {

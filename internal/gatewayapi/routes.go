@@ -215,7 +215,7 @@ func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []
 		return
 	}
 	if len(rs.rules.routes) == 0 {
-		ps.fail = &problem{rs.rules.reason, "no rule is valid: " + strings.Join(rs.rules.dropped, "; ")}
+		ps.fail = &problem{rs.rules.reason, "no rule is valid: " + joinUnique(rs.rules.dropped)}
 		ps.atts = nil
 		return
 	}

@@ -56,6 +56,9 @@ func (s *Snapshot) Build() *Snapshot {
 	s.slicesByService = map[Key][]*discoveryv1.EndpointSlice{}
 	for _, k := range SortedKeys(s.EndpointSlices) {
 		es := s.EndpointSlices[k]
+		if es == nil {
+			continue
+		}
 		svc := es.Labels[discoveryv1.LabelServiceName]
 		if svc == "" {
 			continue

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/portico-dev/portico/internal/controller"
+	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/leader"
+	"github.com/portico-dev/portico/internal/pipeline"
+)
+
+// controllerCmd runs Portico against a Kubernetes cluster: every replica
+// watches, translates and serves xDS; the holder of the leader Lease writes
+// status. It runs until ctx is cancelled (SIGINT/SIGTERM), then releases the
+// Lease so a successor takes over at once.
+func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("controller", "controller [--kubeconfig FILE] [--namespace NS] [flags]", stderr)
+	kubeconfig := fs.String("kubeconfig", "", "`path` of a kubeconfig; empty: in-cluster config")
+	namespace := fs.String("namespace", envOr("POD_NAMESPACE", "portico-system"), "`namespace` of the leader-election Lease")
+	controllerName := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to serve")
+	electionID := fs.String("leader-election-id", "portico-leader", "`name` of the leader-election Lease")
+	identity := fs.String("identity", "", "leader-election identity (default: pod name plus a random suffix)")
+	leaseDuration := fs.Duration("lease-duration", defaultLease, "how long a Lease is valid without renewal")
+	renewDeadline := fs.Duration("renew-deadline", defaultRenew, "how long the leader retries renewing before it stops writing")
+	retryPeriod := fs.Duration("retry-period", defaultRetry, "interval between leader-election attempts")
+	xdsAddr := fs.String("xds-address", ":18000", "`address` of the xDS gRPC server")
+	adminAddr := fs.String("admin-address", ":19000", "`address` of the admin HTTP server (health, metrics, debug)")
+	qps := fs.Float64("kube-api-qps", 50, "client-side QPS limit towards the API server")
+	burst := fs.Int("kube-api-burst", 100, "client-side burst limit towards the API server")
+	workers := fs.Int("status-workers", 4, "concurrent status writers")
+	debounce := fs.Duration("debounce", pipeline.DefaultDebounce, "quiet period after a change before translating")
+	maxDelay := fs.Duration("max-delay", pipeline.DefaultMaxDelay, "longest a change waits for translation while changes keep coming")
+	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "portico controller: --log-level: %v\n", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// client-go logs (leader election among them) through klog.
+	klog.SetSlogLogger(log.With("component", "client-go"))
+
+	cfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "portico controller: %v\n", err)
+		return exitError
+	}
+	if *identity == "" {
+		*identity = leader.DefaultIdentity()
+	}
+	xdsLis, err := net.Listen("tcp", *xdsAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "portico controller: xDS listener: %v\n", err)
+		return exitError
+	}
+	adminLis, err := net.Listen("tcp", *adminAddr)
+	if err != nil {
+		_ = xdsLis.Close()
+		fmt.Fprintf(stderr, "portico controller: admin listener: %v\n", err)
+		return exitError
+	}
+	c, err := controller.New(controller.Options{
+		RESTConfig:       cfg,
+		Namespace:        *namespace,
+		ControllerName:   *controllerName,
+		LeaderElectionID: *electionID,
+		Identity:         *identity,
+		LeaseDuration:    *leaseDuration,
+		RenewDeadline:    *renewDeadline,
+		RetryPeriod:      *retryPeriod,
+		QPS:              float32(*qps),
+		Burst:            *burst,
+		StatusWorkers:    *workers,
+		Debounce:         *debounce,
+		MaxDelay:         *maxDelay,
+		XDSListener:      xdsLis,
+		AdminListener:    adminLis,
+		Log:              log,
+	})
+	if err != nil {
+		_ = xdsLis.Close()
+		_ = adminLis.Close()
+		fmt.Fprintf(stderr, "portico controller: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "portico controller %s: xDS on %s, admin on %s, Lease %s/%s\n",
+		*identity, xdsLis.Addr(), adminLis.Addr(), *namespace, *electionID)
+	if err := c.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "portico controller: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster config (use --kubeconfig outside a cluster): %w", err)
+		}
+		return cfg, nil
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,138 @@
+package status
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/gatewayapi"
+)
+
+const ours = gwv1.GatewayController("portico.dev/gateway-controller")
+
+var (
+	t0 = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1 = metav1.NewTime(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+)
+
+func cond(typ string, st metav1.ConditionStatus, at metav1.Time) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: st, Reason: typ, LastTransitionTime: at, ObservedGeneration: 1}
+}
+
+func parent(ctrl gwv1.GatewayController, gw string, conds ...metav1.Condition) gwv1.RouteParentStatus {
+	return gwv1.RouteParentStatus{
+		ParentRef:      gwv1.ParentReference{Name: gwv1.ObjectName(gw)},
+		ControllerName: ctrl,
+		Conditions:     conds,
+	}
+}
+
+func TestMergeRouteKeepsForeignAndReplacesOurs(t *testing.T) {
+	foreign := parent("example.com/other", "theirs", cond("Accepted", "True", t0))
+	live := gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{
+		parent(ours, "gone", cond("Accepted", "True", t0)),
+		foreign,
+		parent(ours, "gw", cond("Accepted", "True", t0), cond("ResolvedRefs", "True", t0)),
+	}}
+	desired := &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{
+		parent("", "gw", cond("Accepted", "True", t1), cond("ResolvedRefs", "False", t1)),
+	}}
+	got := mergeRoute(live, desired, ours, t1)
+	if len(got.Parents) != 2 {
+		t.Fatalf("parents = %d, want foreign + gw: %+v", len(got.Parents), got.Parents)
+	}
+	if !equality.Semantic.DeepEqual(got.Parents[0], foreign) {
+		t.Errorf("foreign entry changed: %+v", got.Parents[0])
+	}
+	p := got.Parents[1]
+	if p.ControllerName != ours || p.ParentRef.Name != "gw" {
+		t.Fatalf("our entry = %+v", p)
+	}
+	if *p.ParentRef.Group != gwv1.GroupName || *p.ParentRef.Kind != "Gateway" {
+		t.Errorf("parentRef not defaulted like the CRD does: %+v", p.ParentRef)
+	}
+	if !p.Conditions[0].LastTransitionTime.Equal(&t0) {
+		t.Errorf("unchanged Accepted lost its transition time: %v", p.Conditions[0].LastTransitionTime)
+	}
+	if !p.Conditions[1].LastTransitionTime.Equal(&t1) {
+		t.Errorf("changed ResolvedRefs kept the old transition time")
+	}
+
+	// Merging again onto the result changes nothing: no write ping-pong.
+	again := mergeRoute(got, desired, ours, metav1.NewTime(t1.Add(time.Hour)))
+	if !equality.Semantic.DeepEqual(got, again) {
+		t.Errorf("second merge differs:\n%+v\n%+v", got, again)
+	}
+
+	// A nil desired removes only our entries.
+	cleared := mergeRoute(got, nil, ours, t1)
+	if len(cleared.Parents) != 1 || cleared.Parents[0].ControllerName != "example.com/other" {
+		t.Errorf("clearing ours: %+v", cleared.Parents)
+	}
+}
+
+func TestApplyDesiredSkipsNoOp(t *testing.T) {
+	gw := &gwv1.Gateway{}
+	gw.Generation = 1
+	desired := &gatewayapi.Status{Kind: gatewayapi.KindGateway, Gateway: &gwv1.GatewayStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "True", t1)},
+		Listeners: []gwv1.ListenerStatus{{
+			Name: "http", SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
+			Conditions: []metav1.Condition{cond("Programmed", "True", t1)},
+		}},
+		Addresses: []gwv1.GatewayStatusAddress{{Value: "10.0.0.1"}},
+	}}
+	if !applyDesired(gw, desired, ours, t1) {
+		t.Fatal("first apply reported no change")
+	}
+	if gw.Status.Listeners[0].SupportedKinds[0].Group == nil || gw.Status.Addresses[0].Type == nil {
+		t.Errorf("CRD defaults not applied: %+v", gw.Status)
+	}
+	// Same desired status computed later (new time) is a no-op.
+	later := metav1.NewTime(t1.Add(time.Hour))
+	desired.Gateway.Conditions[0].LastTransitionTime = later
+	if applyDesired(gw, desired, ours, later) {
+		t.Error("re-applying an equal status reported a change")
+	}
+	// A real change is not.
+	desired.Gateway.Conditions[0].Status = metav1.ConditionFalse
+	if !applyDesired(gw, desired, ours, later) {
+		t.Error("a changed condition was not applied")
+	}
+	if !gw.Status.Conditions[0].LastTransitionTime.Equal(&later) {
+		t.Error("a changed condition kept its old transition time")
+	}
+}
+
+func TestPublishCoalescesAndClearsRoutes(t *testing.T) {
+	w := New(Config{ControllerName: string(ours)})
+	route := gatewayapi.Status{Kind: gatewayapi.KindHTTPRoute, Namespace: "ns", Name: "r", Generation: 1,
+		Route: &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{parent(ours, "gw", cond("Accepted", "True", t0))}}}
+	gc := gatewayapi.Status{Kind: gatewayapi.KindGatewayClass, Name: "c", Generation: 1,
+		GatewayClass: &gwv1.GatewayClassStatus{Conditions: []metav1.Condition{cond("Accepted", "True", t0)}}}
+	w.Publish([]gatewayapi.Status{route, gc})
+	if n := w.Pending(); n != 2 {
+		t.Fatalf("pending = %d, want 2", n)
+	}
+	// The same statuses, recomputed at another time, enqueue nothing new
+	// and many publishes of one object keep one queue entry.
+	for i := range 10 {
+		route.Route.Parents[0].Conditions[0].LastTransitionTime = metav1.NewTime(t1.Add(time.Duration(i) * time.Second))
+		w.Publish([]gatewayapi.Status{route, gc})
+	}
+	if n := w.Pending(); n != 2 {
+		t.Fatalf("pending = %d after re-publishing, want 2", n)
+	}
+	// The route loses its parents: its entry stays, asking to clear ours.
+	w.Publish([]gatewayapi.Status{gc})
+	w.mu.Lock()
+	e := w.desired[route.Key()]
+	_, gcKept := w.desired[gc.Key()]
+	w.mu.Unlock()
+	if e == nil || e.status.Route != nil || !gcKept {
+		t.Fatalf("route entry = %+v, want one with a nil Route; class kept = %v", e, gcKept)
+	}
+}
