@@ -9,7 +9,7 @@ BIN       := _output/bin
 # Packages whose goroutines matter most also run under the race detector.
 RACE_PKGS := ./internal/pipeline/... ./internal/xds/server/... ./internal/provider/... ./internal/admin/...
 
-.PHONY: all build run test test-unit test-race test-integration vet fuzz bench golden kube-binaries clean
+.PHONY: all build run generate test test-unit test-race test-integration vet fuzz bench golden kube-binaries clean
 
 all: build
 
@@ -60,3 +60,8 @@ test-integration:
 
 clean:
 	rm -rf _output
+
+## generate: deepcopy and CRD manifests of Portico's API (api/v1alpha1 → config/crd)
+generate:
+	$$(hack/tools.sh controller-gen) object paths=./api/...
+	$$(hack/tools.sh controller-gen) crd paths=./api/... output:crd:dir=config/crd

@@ -43,7 +43,7 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 		reqHdr, respHdr *ir.HeaderModifier
 		mirrors         []*ir.Mirror
 		clusters        []*clusterDef
-		extension       bool
+		blocked         bool // a filter cannot be applied: answer 500
 		err             *ruleError
 	)
 	for _, f := range rule.Filters {
@@ -68,10 +68,11 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 				clusters = append(clusters, def)
 			}
 		case gwv1.GRPCRouteFilterExtensionRef:
-			extension = true
+			blocked = true
 			rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), extensionMessage(f.ExtensionRef))
 		default:
-			err = unsupported("filter type %q is not supported", f.Type)
+			blocked = true
+			rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), unsupportedFilterMessage(string(f.Type)))
 		}
 		if err != nil {
 			rs.rules.drop(idx, err.reason, err.msg)
@@ -84,21 +85,13 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 	}
 	var set backendSet
 	for k, br := range rule.BackendRefs {
-		if len(br.Filters) > 0 {
-			rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf("backendRefs[%d]: filters on backendRefs are not supported; use rule filters", k))
-			return
-		}
-		def, p := t.resolveBackend(rs, br.BackendObjectReference)
-		if p != nil {
-			rs.rules.unresolvedRef(p.reason, p.message)
-		}
-		set.add(def, br.Weight)
+		set.add(t.ruleBackend(rs, k, br.BackendObjectReference, len(br.Filters) > 0), br.Weight)
 	}
 
 	tmpl := ir.Route{RequestHeaders: reqHdr, ResponseHeaders: respHdr}
 	fwd := set.forward()
 	switch {
-	case extension || fwd == nil:
+	case blocked || fwd == nil:
 		tmpl.DirectResponse = &ir.DirectResponse{Status: 500}
 		clusters = nil
 	default:

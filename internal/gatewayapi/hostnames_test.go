@@ -70,7 +70,8 @@ func TestNormalizeHostname(t *testing.T) {
 }
 
 // TestVirtualHostsFromHostnames checks virtual hosts on a merged HTTP port:
-// one per effective hostname, a route served on each of its hostnames.
+// one per effective hostname, holding the routes of the most specific
+// listener covering it whose hostnames cover it, most specific first.
 func TestVirtualHostsFromHostnames(t *testing.T) {
 	gw := gateway("infra", "gw", httpL("any", 80, ""), httpL("wild", 80, "*.example.com"))
 	a := httpRoute("infra", "a", []gwv1.ParentReference{parent("gw")}, []string{"a.example.com", "a.example.org"}, simpleRule())
@@ -90,9 +91,11 @@ func TestVirtualHostsFromHostnames(t *testing.T) {
 	want := []string{
 		"*=httproute/infra/b/rule/0/match/0",
 		"*.example.com=httproute/infra/b/rule/0/match/0",
-		// a.example.com comes from both listeners: the route appears once.
-		"a.example.com=httproute/infra/a/rule/0/match/0",
-		"a.example.org=httproute/infra/a/rule/0/match/0",
+		// a.example.com comes from both listeners and belongs to "wild":
+		// its route a (exact hostname), then b (wildcard) as fallback.
+		"a.example.com=httproute/infra/a/rule/0/match/0,httproute/infra/b/rule/0/match/0",
+		// a.example.org belongs to "any": a, then b (no hostname).
+		"a.example.org=httproute/infra/a/rule/0/match/0,httproute/infra/b/rule/0/match/0",
 	}
 	if !equalStrings(names, want) {
 		t.Errorf("virtual hosts\n got %q\nwant %q", names, want)

@@ -57,7 +57,7 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		rewrite         *ir.URLRewrite
 		mirrors         []*ir.Mirror
 		clusters        []*clusterDef
-		extension       bool
+		blocked         bool // a filter cannot be applied: answer 500
 		err             *ruleError
 	)
 	for _, f := range rule.Filters {
@@ -94,10 +94,12 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 				clusters = append(clusters, def)
 			}
 		case gwv1.HTTPRouteFilterExtensionRef:
-			extension = true
+			blocked = true
 			rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), extensionMessage(f.ExtensionRef))
 		default:
-			err = unsupported("filter type %q is not supported", f.Type)
+			// CORS, ExternalAuth and types unknown to Portico.
+			blocked = true
+			rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), unsupportedFilterMessage(string(f.Type)))
 		}
 		if err != nil {
 			rs.rules.drop(idx, err.reason, err.msg)
@@ -123,24 +125,16 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 	}
 	var set backendSet
 	for k, br := range rule.BackendRefs {
-		if len(br.Filters) > 0 {
-			rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf("backendRefs[%d]: filters on backendRefs are not supported; use rule filters", k))
-			return
-		}
-		def, p := t.resolveBackend(rs, br.BackendObjectReference)
-		if p != nil {
-			rs.rules.unresolvedRef(p.reason, p.message)
-		}
-		set.add(def, br.Weight)
+		set.add(t.ruleBackend(rs, k, br.BackendObjectReference, len(br.Filters) > 0), br.Weight)
 	}
 
 	tmpl := ir.Route{RequestHeaders: reqHdr, ResponseHeaders: respHdr}
 	switch {
+	case blocked:
+		tmpl.DirectResponse = &ir.DirectResponse{Status: 500}
+		clusters = nil
 	case redir != nil:
 		tmpl.Redirect = redir
-		clusters = nil
-	case extension:
-		tmpl.DirectResponse = &ir.DirectResponse{Status: 500}
 		clusters = nil
 	default:
 		if fwd := set.forward(); fwd != nil {
@@ -161,6 +155,31 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		k.setRoute(rs, idx, j)
 		rs.rules.routes = append(rs.rules.routes, &compiledRoute{route: &r, key: k, clusters: clusters})
 	}
+}
+
+// unsupportedFilterMessage reports a filter type Portico does not
+// implement. Like an unresolvable ExtensionRef, such a filter is never
+// skipped: its rule answers 500.
+func unsupportedFilterMessage(typ string) string {
+	return fmt.Sprintf("filter type %q is not supported; requests matching its rule are answered with 500", typ)
+}
+
+// ruleBackend resolves one backendRef of a rule, recording problems for
+// ResolvedRefs; nil stands for an invalid backend, whose share of requests
+// is answered with 500. A backendRef with filters is such a backend:
+// Portico does not implement per-backend filters and must not skip them.
+func (t *translator) ruleBackend(rs *routeState, k int, ref gwv1.BackendObjectReference, filters bool) *clusterDef {
+	def, p := t.resolveBackend(rs, ref)
+	switch {
+	case p != nil:
+		rs.rules.unresolvedRef(p.reason, p.message)
+		return nil
+	case filters:
+		rs.rules.unresolvedRef(string(gwv1.RouteReasonUnsupportedValue),
+			fmt.Sprintf("backendRefs[%d]: filters on backendRefs are not supported; requests for this backend are answered with 500", k))
+		return nil
+	}
+	return def
 }
 
 func extensionMessage(ref *gwv1.LocalObjectReference) string {

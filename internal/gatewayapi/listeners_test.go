@@ -67,7 +67,10 @@ func TestListenerConflicts(t *testing.T) {
 					}
 				} else {
 					wantCond(t, ls.Conditions, string(gwv1.ListenerConditionConflicted), metav1.ConditionTrue, w.conflict)
-					wantCond(t, ls.Conditions, string(gwv1.ListenerConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerReasonPortUnavailable))
+					// The conformance suite expects the conflict reason on
+					// Accepted and Programmed too.
+					wantCond(t, ls.Conditions, string(gwv1.ListenerConditionAccepted), metav1.ConditionFalse, w.conflict)
+					wantCond(t, ls.Conditions, string(gwv1.ListenerConditionProgrammed), metav1.ConditionFalse, w.conflict)
 				}
 			}
 			gw := status(t, res, KindGateway, "infra", "gw").Gateway
@@ -179,16 +182,16 @@ func TestListenerCertificates(t *testing.T) {
 	}{
 		{"valid", httpsL("https", 443, "", "cert"), nil, "", string(gwv1.ListenerReasonAccepted)},
 		{"stringData", httpsL("https", 443, "", "strdata"), []any{stringData}, "", string(gwv1.ListenerReasonAccepted)},
-		{"missing", httpsL("https", 443, "", "nope"), nil, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonInvalid)},
-		{"not kubernetes.io/tls", httpsL("https", 443, "", "opaque"), []any{opaque}, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonInvalid)},
-		{"malformed", httpsL("https", 443, "", "broken"), []any{broken}, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonInvalid)},
-		{"no certificateRefs", httpsL("https", 443, ""), nil, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonInvalid)},
-		{"not a Secret", cfgMap, nil, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonInvalid)},
-		{"other namespace without grant", otherNS, []any{tlsSecret("certs", "cert")}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonInvalid)},
-		{"other namespace, missing, without grant", missingOtherNS, nil, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonInvalid)},
+		{"missing", httpsL("https", 443, "", "nope"), nil, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonAccepted)},
+		{"not kubernetes.io/tls", httpsL("https", 443, "", "opaque"), []any{opaque}, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonAccepted)},
+		{"malformed", httpsL("https", 443, "", "broken"), []any{broken}, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonAccepted)},
+		{"no certificateRefs", httpsL("https", 443, ""), nil, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonAccepted)},
+		{"not a Secret", cfgMap, nil, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonAccepted)},
+		{"other namespace without grant", otherNS, []any{tlsSecret("certs", "cert")}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonAccepted)},
+		{"other namespace, missing, without grant", missingOtherNS, nil, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonAccepted)},
 		{"other namespace with grant", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", KindGateway, "infra", "Secret", nil)}, "", string(gwv1.ListenerReasonAccepted)},
-		{"grant for another name", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", KindGateway, "infra", "Secret", ptr("other"))}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonInvalid)},
-		{"grant from another kind", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", KindHTTPRoute, "infra", "Secret", nil)}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonInvalid)},
+		{"grant for another name", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", KindGateway, "infra", "Secret", ptr("other"))}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonAccepted)},
+		{"grant from another kind", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", KindHTTPRoute, "infra", "Secret", nil)}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonAccepted)},
 		{"passthrough", passthrough, nil, "", string(gwv1.ListenerReasonUnsupportedValue)},
 	}
 	for _, tc := range tests {
@@ -211,7 +214,13 @@ func TestListenerCertificates(t *testing.T) {
 			for _, l := range g.Listeners {
 				hasHTTPS = hasHTTPS || l.Name == "https-443"
 			}
-			if ok := tc.accepted == string(gwv1.ListenerReasonAccepted); hasHTTPS != ok || (prog.Status == metav1.ConditionTrue) != ok {
+			// Certificate problems leave the listener Accepted but not
+			// Programmed (reason Invalid).
+			ok := tc.accepted == string(gwv1.ListenerReasonAccepted) && tc.reason == ""
+			if !ok && prog.Reason != string(gwv1.ListenerReasonInvalid) {
+				t.Errorf("Programmed reason = %s, want Invalid", prog.Reason)
+			}
+			if hasHTTPS != ok || (prog.Status == metav1.ConditionTrue) != ok {
 				t.Errorf("https-443 in IR = %v, Programmed = %s; want %v", hasHTTPS, prog.Status, ok)
 			}
 			if hasHTTPS {

@@ -114,8 +114,10 @@ func TestListenerSetMergeOrder(t *testing.T) {
 		t.Helper()
 		ls := entryStatus(t, res, "team", set, name)
 		wantCond(t, ls.Conditions, string(gwv1.ListenerEntryConditionConflicted), metav1.ConditionTrue, reason)
-		wantCond(t, ls.Conditions, string(gwv1.ListenerEntryConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerEntryReasonPortUnavailable))
-		wantCond(t, ls.Conditions, string(gwv1.ListenerEntryConditionProgrammed), metav1.ConditionFalse, string(gwv1.ListenerEntryReasonPortUnavailable))
+		// As ListenerSetHostnameConflict and ListenerSetProtocolConflict
+		// of the conformance suite expect.
+		wantCond(t, ls.Conditions, string(gwv1.ListenerEntryConditionAccepted), metav1.ConditionFalse, reason)
+		wantCond(t, ls.Conditions, string(gwv1.ListenerEntryConditionProgrammed), metav1.ConditionFalse, reason)
 	}
 	wantOK := func(set, name string) {
 		t.Helper()
@@ -134,12 +136,18 @@ func TestListenerSetMergeOrder(t *testing.T) {
 	gl := listenerStatus(t, res, "infra", "gw", "gw-80")
 	wantCond(t, gl.Conditions, string(gwv1.ListenerConditionConflicted), metav1.ConditionFalse, string(gwv1.ListenerReasonNoConflicts))
 
-	// ListenerSets with some accepted listeners are accepted; those with none
-	// are ListenersNotValid and not counted.
+	// ListenerSets with some accepted listeners are accepted (with reason
+	// ListenersNotValid when some are not); those with none are
+	// ListenersNotValid and not counted.
 	for set, ok := range map[string]bool{"a": true, "b": true, "c": false, "d": false, "e": false} {
 		st := status(t, res, KindListenerSet, "team", set).ListenerSet
 		if ok {
-			wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionTrue, string(gwv1.ListenerSetReasonAccepted))
+			reason := string(gwv1.ListenerSetReasonAccepted)
+			if set == "a" {
+				reason = string(gwv1.ListenerSetReasonListenersNotValid)
+			}
+			wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionTrue, reason)
+			wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionProgrammed), metav1.ConditionTrue, string(gwv1.ListenerSetReasonProgrammed))
 		} else {
 			wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerSetReasonListenersNotValid))
 			wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionProgrammed), metav1.ConditionFalse, string(gwv1.ListenerSetReasonListenersNotValid))
@@ -164,6 +172,8 @@ func TestListenerSetParentNotAccepted(t *testing.T) {
 	res := translate(gw, listenerSet("infra", "ls", 0, "infra", "gw", httpL("http", 80, "")))
 	st := status(t, res, KindListenerSet, "infra", "ls").ListenerSet
 	wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerSetReasonParentNotAccepted))
+	// Programmed uses the reason the ListenerSet specification lists for it.
+	wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionProgrammed), metav1.ConditionFalse, "ParentNotProgrammed")
 	if len(res.Gateways) != 0 {
 		t.Error("IR built for a Gateway that is not accepted")
 	}
@@ -179,8 +189,17 @@ func TestListenerSetCertificateGrants(t *testing.T) {
 	res := translate(gw, ls, tlsSecret("certs", "cert"), refGrant("certs", "to-gw", KindGateway, "infra", "Secret", nil))
 	e := entryStatus(t, res, "team", "ls", "https")
 	wantCond(t, e.Conditions, string(gwv1.ListenerEntryConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.ListenerEntryReasonRefNotPermitted))
+	wantCond(t, e.Conditions, string(gwv1.ListenerEntryConditionAccepted), metav1.ConditionTrue, string(gwv1.ListenerEntryReasonAccepted))
 	wantCond(t, e.Conditions, string(gwv1.ListenerEntryConditionProgrammed), metav1.ConditionFalse, string(gwv1.ListenerEntryReasonInvalid))
-	wantCond(t, status(t, res, KindListenerSet, "team", "ls").ListenerSet.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionTrue, string(gwv1.ListenerSetReasonAccepted))
+	wantCond(t, status(t, res, KindListenerSet, "team", "ls").ListenerSet.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionTrue, string(gwv1.ListenerSetReasonListenersNotValid))
+
+	// Without its plain listener the ListenerSet has nothing to serve: not
+	// accepted, as ListenerSetReferenceGrant of the conformance suite expects.
+	only := listenerSet("team", "only", 0, "infra", "gw", l)
+	res = translate(gw, only, tlsSecret("certs", "cert"))
+	st := status(t, res, KindListenerSet, "team", "only").ListenerSet
+	wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerSetReasonListenersNotValid))
+	wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionProgrammed), metav1.ConditionFalse, string(gwv1.ListenerSetReasonListenersNotValid))
 
 	res = translate(gw, ls, tlsSecret("certs", "cert"), refGrant("certs", "to-ls", KindListenerSet, "team", "Secret", nil))
 	e = entryStatus(t, res, "team", "ls", "https")

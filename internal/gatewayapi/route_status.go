@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -24,7 +25,7 @@ func (t *translator) routeStatuses() {
 			if ps.fail != nil {
 				c.set(string(gwv1.RouteConditionAccepted), false, ps.fail.reason, ps.fail.message)
 			} else {
-				c.set(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "the route is attached")
+				c.set(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), acceptedMessage(ps))
 			}
 			if len(rs.rules.unresolved) > 0 {
 				c.set(string(gwv1.RouteConditionResolvedRefs), false, rs.rules.unresolvedReason, joinUnique(rs.rules.unresolved))
@@ -45,6 +46,23 @@ func (t *translator) routeStatuses() {
 			Kind: rs.kind, Namespace: rs.meta.Namespace, Name: rs.meta.Name, Generation: gen, Route: st,
 		})
 	}
+}
+
+// acceptedMessage is the message of an accepted parent. Attachment does
+// not depend on the status of the Gateway or listeners (the specification
+// of AttachedRoutes), so a route attached to a Gateway that is not accepted
+// is Accepted; the message says that it is not served.
+func acceptedMessage(ps *parentState) string {
+	for _, a := range ps.atts {
+		if a.listener.programmed() {
+			return "the route is attached"
+		}
+	}
+	if len(ps.atts) > 0 && !ps.atts[0].listener.gw.accepted {
+		g := ps.atts[0].listener.gw.obj
+		return fmt.Sprintf("the route is attached, but Gateway %s/%s is not accepted: the route is not served", g.Namespace, g.Name)
+	}
+	return "the route is attached, but none of its listeners is programmed: the route is not served"
 }
 
 // joinUnique joins messages with "; ", each once, in first-seen order: a

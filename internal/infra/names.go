@@ -1,0 +1,52 @@
+// Package infra provisions the Envoy proxies of each Gateway: a
+// ServiceAccount, a ConfigMap with the Envoy bootstrap, a Deployment and a
+// Service, applied with server-side apply by the leader only.
+package infra
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Labels on every object Portico provisions for a Gateway.
+const (
+	LabelManagedBy        = "app.kubernetes.io/managed-by"
+	ManagedByValue        = "portico"
+	LabelName             = "app.kubernetes.io/name"
+	NameValue             = "envoy"
+	LabelGatewayName      = "portico.dev/gateway-name"
+	LabelGatewayNamespace = "portico.dev/gateway-namespace"
+	// LabelGatewayAPIName is the label the Gateway API recommends for
+	// resources of a Gateway.
+	LabelGatewayAPIName = "gateway.networking.k8s.io/gateway-name"
+	// FieldManager is the server-side apply field manager of every write.
+	FieldManager = "portico"
+)
+
+// Name is the name of the ServiceAccount, ConfigMap, Deployment and Service
+// of Gateway gw, in the Gateway's namespace: "portico-<gw>", shortened with
+// a hash when it would exceed 63 characters (the limit of a Service name).
+func Name(gw string) string {
+	n := "portico-" + gw
+	if len(n) <= 63 {
+		return n
+	}
+	sum := sha256.Sum256([]byte(gw))
+	return n[:54] + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// ClientCertSecretName is the Secret holding the xDS client certificate of
+// Gateway gw's proxies (tls.crt, tls.key, ca.crt), in the Gateway's
+// namespace.
+func ClientCertSecretName(gw string) string { return Name(gw) + "-xds" }
+
+// Labels returns the labels of the objects of Gateway ns/gw.
+func Labels(ns, gw string) map[string]string {
+	return map[string]string{
+		LabelManagedBy:        ManagedByValue,
+		LabelName:             NameValue,
+		LabelGatewayName:      gw,
+		LabelGatewayNamespace: ns,
+		LabelGatewayAPIName:   gw,
+	}
+}
