@@ -18,6 +18,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
 )
 
 // Warning is a document that was read but skipped, with where it was.
@@ -211,6 +213,8 @@ func (s *Snapshot) addDocument(doc []byte) (string, error) {
 		}
 	case gv.Group == discoveryv1.GroupName && gv.Version == "v1" && tm.Kind == "EndpointSlice":
 		return "", decodeInto(doc, s.EndpointSlices, &discoveryv1.EndpointSlice{}, true)
+	case gv == v1alpha1.GroupVersion.WithKind(v1alpha1.Kind):
+		return "", decodeInto(doc, s.ProxyConfigs, &v1alpha1.ProxyConfig{}, true)
 	}
 	return fmt.Sprintf("unknown kind %s %q, skipped", tm.APIVersion+"/"+tm.Kind, tm.Metadata.Name), nil
 }

@@ -6,11 +6,14 @@ package resource
 import (
 	"sort"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
 )
 
 // Key identifies a namespaced object of a known kind.
@@ -30,6 +33,13 @@ type Snapshot struct {
 	EndpointSlices  map[Key]*discoveryv1.EndpointSlice
 	Secrets         map[Key]*corev1.Secret
 	Namespaces      map[string]*corev1.Namespace
+	// ProxyConfigs are Portico's proxy parameters (GatewayClass and Gateway
+	// parametersRefs).
+	ProxyConfigs map[Key]*v1alpha1.ProxyConfig
+	// Deployments are the Envoy Deployments Portico provisioned; with the
+	// provisioned Services (in Services) they are inputs of Gateway status.
+	// Empty in standalone mode, where no proxies are provisioned.
+	Deployments map[Key]*appsv1.Deployment
 
 	slicesByService map[Key][]*discoveryv1.EndpointSlice
 }
@@ -47,6 +57,8 @@ func New() *Snapshot {
 		EndpointSlices:  map[Key]*discoveryv1.EndpointSlice{},
 		Secrets:         map[Key]*corev1.Secret{},
 		Namespaces:      map[string]*corev1.Namespace{},
+		ProxyConfigs:    map[Key]*v1alpha1.ProxyConfig{},
+		Deployments:     map[Key]*appsv1.Deployment{},
 	}
 }
 
@@ -81,7 +93,7 @@ func (s *Snapshot) EndpointSlicesFor(svc Key) []*discoveryv1.EndpointSlice {
 func (s *Snapshot) Len() int {
 	return len(s.GatewayClasses) + len(s.Gateways) + len(s.ListenerSets) + len(s.HTTPRoutes) +
 		len(s.GRPCRoutes) + len(s.ReferenceGrants) + len(s.Services) + len(s.EndpointSlices) +
-		len(s.Secrets) + len(s.Namespaces)
+		len(s.Secrets) + len(s.Namespaces) + len(s.ProxyConfigs) + len(s.Deployments)
 }
 
 // SortedKeys returns the keys of a map keyed by Key, in namespace/name order.

@@ -17,9 +17,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -30,7 +32,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
+	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -45,7 +49,11 @@ type Config struct {
 	// Observe is called when only the status of one of our objects changed.
 	// It must not block.
 	Observe func(kind string, key types.NamespacedName)
-	Log     *slog.Logger
+	// InfraObserve is called when an object Portico provisioned for a
+	// Gateway (labelled as ours) was changed by someone or deleted, so the
+	// leader can restore it. It must not block. May be nil.
+	InfraObserve func(obj client.Object)
+	Log          *slog.Logger
 }
 
 // Provider watches the API server.
@@ -69,7 +77,18 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Observe == nil {
 		cfg.Observe = func(string, types.NamespacedName) {}
 	}
+	if cfg.InfraObserve == nil {
+		cfg.InfraObserve = func(client.Object) {}
+	}
+	// Of Deployments, ConfigMaps and ServiceAccounts only those Portico
+	// provisioned are watched.
+	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{infra.LabelManagedBy: infra.ManagedByValue})}
 	c, err := cache.New(cfg.RESTConfig, cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}:     ours,
+			&corev1.ConfigMap{}:      ours,
+			&corev1.ServiceAccount{}: ours,
+		},
 		Scheme: cfg.Scheme,
 		// Nothing of ours reads managedFields; they are most of the size
 		// of many objects.
@@ -100,8 +119,8 @@ func (p *Provider) kinds() []watched {
 		{obj: &gwv1.GRPCRoute{}, kind: gatewayapi.KindGRPCRoute, hasStatus: true},
 		{obj: &gwv1beta1.ReferenceGrant{}, kind: "ReferenceGrant"},
 		{obj: &corev1.Namespace{}, kind: "Namespace", matters: namespaceMatters},
-		{obj: &corev1.Service{}, kind: "Service", referenced: func(r *refs, o client.Object) bool {
-			return r.services[key(o)]
+		{obj: &corev1.Service{}, kind: "Service", infra: true, referenced: func(r *refs, o client.Object) bool {
+			return r.services[key(o)] || isProvisioned(o)
 		}},
 		{obj: &discoveryv1.EndpointSlice{}, kind: "EndpointSlice", referenced: func(r *refs, o client.Object) bool {
 			svc := o.GetLabels()[discoveryv1.LabelServiceName]
@@ -110,6 +129,12 @@ func (p *Provider) kinds() []watched {
 		{obj: &corev1.Secret{}, kind: "Secret", referenced: func(r *refs, o client.Object) bool {
 			return r.secrets[key(o)]
 		}},
+		{obj: &v1alpha1.ProxyConfig{}, kind: v1alpha1.Kind},
+		// Provisioned objects: the Deployment is an input of Gateway status
+		// (its available replicas); all are restored when edited.
+		{obj: &appsv1.Deployment{}, kind: "Deployment", infra: true},
+		{obj: &corev1.ConfigMap{}, kind: "ConfigMap", infra: true, referenced: never},
+		{obj: &corev1.ServiceAccount{}, kind: "ServiceAccount", infra: true, referenced: never},
 	}
 }
 
@@ -168,7 +193,7 @@ func (p *Provider) Snapshot(ctx context.Context) (*resource.Snapshot, error) {
 	}
 	r := collectRefs(s)
 	if err := listInto(ctx, p.cache, &corev1.ServiceList{}, func(o *corev1.Service) {
-		if r.services[key(o)] {
+		if r.services[key(o)] || isProvisioned(o) {
 			s.Services[key(o)] = o
 		}
 	}); err != nil {
@@ -184,6 +209,16 @@ func (p *Provider) Snapshot(ctx context.Context) (*resource.Snapshot, error) {
 	if err := listInto(ctx, p.cache, &corev1.SecretList{}, func(o *corev1.Secret) {
 		if r.secrets[key(o)] {
 			s.Secrets[key(o)] = o
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if err := listInto(ctx, p.cache, &v1alpha1.ProxyConfigList{}, func(o *v1alpha1.ProxyConfig) { s.ProxyConfigs[key(o)] = o }); err != nil {
+		return nil, err
+	}
+	if err := listInto(ctx, p.cache, &appsv1.DeploymentList{}, func(o *appsv1.Deployment) {
+		if isProvisioned(o) {
+			s.Deployments[key(o)] = o
 		}
 	}); err != nil {
 		return nil, err
@@ -205,6 +240,33 @@ type watched struct {
 	// referenced says whether an object is referenced by the last
 	// snapshot; nil means every object matters.
 	referenced func(r *refs, o client.Object) bool
+	// infra kinds may be provisioned by Portico: a change of one of those
+	// by someone else (or a deletion) is reported to InfraObserve.
+	infra bool
+}
+
+func never(*refs, client.Object) bool { return false }
+
+// isProvisioned reports whether Portico provisioned obj for a Gateway.
+func isProvisioned(o client.Object) bool {
+	return o.GetLabels()[infra.LabelManagedBy] == infra.ManagedByValue && o.GetLabels()[infra.LabelGatewayName] != ""
+}
+
+// infraChanged reports whether an update of a provisioned object changed
+// more than its status: the generation (Deployments), labels, annotations,
+// or the data of kinds without status.
+func infraChanged(a, b client.Object) bool {
+	if specChanged(a, b) {
+		return true
+	}
+	switch x := a.(type) {
+	case *corev1.Service:
+		y, ok := b.(*corev1.Service)
+		return !ok || !equality.Semantic.DeepEqual(x.Spec, y.Spec)
+	case *corev1.ConfigMap, *corev1.ServiceAccount:
+		return true
+	}
+	return false
 }
 
 func (p *Provider) handler(w watched) toolscache.ResourceEventHandler {
@@ -228,6 +290,9 @@ func (p *Provider) handler(w watched) toolscache.ResourceEventHandler {
 			if !ok1 || !ok2 || o1.GetResourceVersion() == o2.GetResourceVersion() {
 				return // a resync: nothing changed
 			}
+			if w.infra && isProvisioned(o2) && infraChanged(o1, o2) {
+				p.cfg.InfraObserve(o2)
+			}
 			if w.hasStatus && !specChanged(o1, o2) {
 				p.cfg.Observe(w.kind, key(o2))
 				return
@@ -247,6 +312,9 @@ func (p *Provider) handler(w watched) toolscache.ResourceEventHandler {
 				obj = d.Obj
 			}
 			o, ok := obj.(client.Object)
+			if ok && w.infra && isProvisioned(o) {
+				p.cfg.InfraObserve(o)
+			}
 			if !ok || isRef(o) {
 				p.cfg.Notify()
 			}

@@ -6,6 +6,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
 )
 
 // NewScheme returns a scheme with the core kinds and the Gateway API kinds
@@ -15,5 +17,6 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(gwv1.Install(s))
 	utilruntime.Must(gwv1beta1.Install(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }

@@ -1,0 +1,178 @@
+package infra
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+const xdsClusterName = "xds_cluster"
+
+// Bootstrap renders the Envoy bootstrap of Gateway ns/gw's proxies as JSON:
+// node.cluster names the Gateway, configuration comes by ADS over Delta gRPC
+// from the controller's xDS Service with mutual TLS, the admin interface
+// listens on localhost only, and a readiness listener answers /ready.
+func Bootstrap(ns, gw string, p Params) (string, error) {
+	host, portStr, err := net.SplitHostPort(p.XDSAddress)
+	if err != nil {
+		return "", fmt.Errorf("infra: xDS address %q: %w", p.XDSAddress, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return "", fmt.Errorf("infra: xDS address %q: bad port", p.XDSAddress)
+	}
+	serverName := p.XDSServerName
+	if serverName == "" {
+		serverName = host
+	}
+	ads := &corev3.ConfigSource{
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+	}
+	tlsCtx := &tlsv3.UpstreamTlsContext{
+		Sni: serverName,
+		CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsCertificates: []*tlsv3.TlsCertificate{{
+				CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: xdsCertDir + "/tls.crt"}},
+				PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: xdsCertDir + "/tls.key"}},
+			}},
+			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: xdsCertDir + "/ca.crt"}},
+				MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{
+					SanType: tlsv3.SubjectAltNameMatcher_DNS,
+					Matcher: exact(serverName),
+				}},
+			}},
+		},
+	}
+	tlsAny, err := anypb.New(tlsCtx)
+	if err != nil {
+		return "", err
+	}
+	h2, err := anypb.New(&upstreamhttpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+					Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+				},
+			},
+		},
+	})
+	if err != nil {
+		return "", err
+	}
+	readyHCM, err := readyListenerHCM()
+	if err != nil {
+		return "", err
+	}
+	b := &bootstrapv3.Bootstrap{
+		Node:  &corev3.Node{Cluster: ns + "/" + gw},
+		Admin: &bootstrapv3.Admin{Address: socket("127.0.0.1", adminPort)},
+		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
+			AdsConfig: &corev3.ApiConfigSource{
+				ApiType:             corev3.ApiConfigSource_DELTA_GRPC,
+				TransportApiVersion: corev3.ApiVersion_V3,
+				GrpcServices: []*corev3.GrpcService{{
+					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsClusterName}},
+				}},
+				SetNodeOnFirstMessageOnly: true,
+			},
+			LdsConfig: ads,
+			CdsConfig: ads,
+		},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
+			Clusters: []*clusterv3.Cluster{{
+				Name:                 xdsClusterName,
+				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
+				ConnectTimeout:       durationpb.New(5 * time.Second),
+				TypedExtensionProtocolOptions: map[string]*anypb.Any{
+					"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2,
+				},
+				TransportSocket: &corev3.TransportSocket{
+					Name:       "envoy.transport_sockets.tls",
+					ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsAny},
+				},
+				LoadAssignment: &endpointv3.ClusterLoadAssignment{
+					ClusterName: xdsClusterName,
+					Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+						HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket(host, uint32(port))}},
+					}}}},
+				},
+			}},
+			Listeners: []*listenerv3.Listener{{
+				Name:    "portico-ready",
+				Address: socket("0.0.0.0", readyPort),
+				FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+					Name:       "envoy.filters.network.http_connection_manager",
+					ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: readyHCM},
+				}}}},
+			}},
+		},
+	}
+	if err := b.ValidateAll(); err != nil {
+		return "", fmt.Errorf("infra: bootstrap of %s/%s: %w", ns, gw, err)
+	}
+	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(b)
+	if err != nil {
+		return "", err
+	}
+	return string(out), nil
+}
+
+// readyListenerHCM answers GET /ready with Envoy's own readiness (the admin
+// /ready, proxied over a local cluster would need more plumbing; a direct
+// 200 tells that the process is up and serving listeners).
+func readyListenerHCM() (*anypb.Any, error) {
+	router, err := anypb.New(&routerv3.Router{})
+	if err != nil {
+		return nil, err
+	}
+	return anypb.New(&hcmv3.HttpConnectionManager{
+		StatPrefix: "portico_ready",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: "portico-ready",
+			VirtualHosts: []*routev3.VirtualHost{{
+				Name:    "ready",
+				Domains: []string{"*"},
+				Routes: []*routev3.Route{{
+					Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/ready"}},
+					Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{
+						Status: 200,
+						Body:   &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "ready\n"}},
+					}},
+				}},
+			}},
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{
+			Name:       "envoy.filters.http.router",
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router},
+		}},
+	})
+}
+
+func socket(addr string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address:       addr,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+func exact(s string) *matcherv3.StringMatcher {
+	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s}}
+}

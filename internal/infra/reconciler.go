@@ -1,0 +1,297 @@
+package infra
+
+import (
+	"context"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
+)
+
+// Spec is what the translator decides about one Gateway of ours: the
+// Gateway, the effective ProxyConfig spec (the Gateway's own parametersRef,
+// else its class's, else defaults) and the listener ports to expose.
+type Spec struct {
+	Gateway *gwv1.Gateway
+	Proxy   v1alpha1.ProxyConfigSpec
+	Ports   []int32
+}
+
+// ClientCerts issues and removes the xDS client certificate Secret of a
+// Gateway's proxies.
+type ClientCerts interface {
+	EnsureClientCert(ctx context.Context, ns, gw string) error
+	DeleteClientCert(ctx context.Context, ns, gw string) error
+}
+
+// Config configures a Reconciler.
+type Config struct {
+	// Client applies and deletes objects (server-side apply, field manager
+	// "portico").
+	Client client.Client
+	// Reader lists the objects Portico provisioned (the informer cache).
+	Reader  client.Reader
+	Params  Params
+	Certs   ClientCerts // may be nil (no xDS mTLS)
+	Metrics *Metrics
+	Log     *slog.Logger
+	// BaseDelay and MaxDelay bound the retry backoff.
+	BaseDelay, MaxDelay time.Duration
+}
+
+// Reconciler creates, updates, restores and deletes the proxies of every
+// Gateway of ours. Like the status writer, it records desired state from
+// each translation without waiting and writes only while leading.
+type Reconciler struct {
+	cfg   Config
+	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
+
+	mu      sync.Mutex
+	desired map[types.NamespacedName]*desiredGW
+	leadCtx context.Context
+}
+
+type desiredGW struct {
+	spec    Spec
+	objects *Objects
+}
+
+// New returns a Reconciler; Run starts it.
+func New(cfg Config) *Reconciler {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.BaseDelay <= 0 {
+		cfg.BaseDelay = 100 * time.Millisecond
+	}
+	if cfg.MaxDelay <= 0 {
+		cfg.MaxDelay = 30 * time.Second
+	}
+	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](cfg.BaseDelay, cfg.MaxDelay)
+	return &Reconciler{
+		cfg:     cfg,
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "infra"}),
+		desired: map[types.NamespacedName]*desiredGW{},
+	}
+}
+
+// Publish records the Gateways of one translation. A Gateway whose rendered
+// objects changed is enqueued; one that disappeared is enqueued for removal.
+func (r *Reconciler) Publish(specs []Spec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[types.NamespacedName]bool{}
+	for _, s := range specs {
+		if s.Gateway == nil {
+			continue
+		}
+		k := types.NamespacedName{Namespace: s.Gateway.Namespace, Name: s.Gateway.Name}
+		seen[k] = true
+		objs, err := Render(s.Gateway, s.Proxy, append([]int32(nil), s.Ports...), r.cfg.Params)
+		if err != nil {
+			r.cfg.Log.Error("cannot render proxies", "gateway", k, "err", err)
+			continue
+		}
+		if old, ok := r.desired[k]; ok && reflect.DeepEqual(old.objects, objs) {
+			continue
+		}
+		r.desired[k] = &desiredGW{spec: s, objects: objs}
+		r.queue.Add(k)
+	}
+	for k := range r.desired {
+		if !seen[k] {
+			delete(r.desired, k)
+			r.queue.Add(k)
+		}
+	}
+}
+
+// Observe enqueues the Gateway owning a provisioned object that changed or
+// was deleted, so that the leader restores it.
+func (r *Reconciler) Observe(obj client.Object) {
+	l := obj.GetLabels()
+	if l[LabelManagedBy] != ManagedByValue || l[LabelGatewayName] == "" {
+		return
+	}
+	r.queue.Add(types.NamespacedName{Namespace: l[LabelGatewayNamespace], Name: l[LabelGatewayName]})
+}
+
+// SetLeading starts (ctx non-nil) or ends a term. A new term re-applies
+// every Gateway's proxies and sweeps objects of Gateways that no longer
+// exist.
+func (r *Reconciler) SetLeading(ctx context.Context) {
+	r.mu.Lock()
+	r.leadCtx = ctx
+	var keys []types.NamespacedName
+	if ctx != nil {
+		for k := range r.desired {
+			keys = append(keys, k)
+		}
+	}
+	r.mu.Unlock()
+	if ctx == nil {
+		return
+	}
+	for _, k := range keys {
+		r.queue.Add(k)
+	}
+	for _, k := range r.orphans(ctx) {
+		r.queue.Add(k)
+	}
+}
+
+// orphans are Gateways that own provisioned objects but have no desired
+// state: their Gateway was deleted (possibly while no leader ran).
+func (r *Reconciler) orphans(ctx context.Context) []types.NamespacedName {
+	found := map[types.NamespacedName]bool{}
+	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.ServiceAccountList{}} {
+		if err := r.cfg.Reader.List(ctx, list, client.MatchingLabels{LabelManagedBy: ManagedByValue}); err != nil {
+			r.cfg.Log.Warn("listing provisioned objects", "err", err)
+			continue
+		}
+		_ = eachItem(list, func(o client.Object) {
+			l := o.GetLabels()
+			if l[LabelGatewayName] != "" {
+				found[types.NamespacedName{Namespace: l[LabelGatewayNamespace], Name: l[LabelGatewayName]}] = true
+			}
+		})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []types.NamespacedName
+	for k := range found {
+		if _, ok := r.desired[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Run processes the queue with one worker until ctx is done.
+func (r *Reconciler) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for r.processNext() {
+		}
+	}()
+	<-ctx.Done()
+	r.queue.ShutDownWithDrain()
+	<-done
+}
+
+func (r *Reconciler) processNext() bool {
+	k, quit := r.queue.Get()
+	if quit {
+		return false
+	}
+	defer r.queue.Done(k)
+	r.mu.Lock()
+	d := r.desired[k]
+	lead := r.leadCtx
+	r.mu.Unlock()
+	if lead == nil || lead.Err() != nil {
+		r.queue.Forget(k)
+		return true
+	}
+	ctx, cancel := context.WithTimeout(lead, 30*time.Second)
+	defer cancel()
+	var err error
+	if d == nil {
+		err = r.remove(ctx, k)
+	} else {
+		err = r.apply(ctx, k, d)
+	}
+	if err == nil || lead.Err() != nil {
+		r.queue.Forget(k)
+		return true
+	}
+	r.cfg.Log.Warn("provisioning failed, will retry", "gateway", k, "err", err)
+	r.queue.AddRateLimited(k)
+	return true
+}
+
+func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desiredGW) error {
+	if r.cfg.Certs != nil {
+		if err := r.cfg.Certs.EnsureClientCert(ctx, k.Namespace, k.Name); err != nil {
+			return err
+		}
+	}
+	opts := []client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}
+	for _, obj := range []runtime.ApplyConfiguration{d.objects.ServiceAccount, d.objects.ConfigMap, d.objects.Deployment, d.objects.Service} {
+		if err := r.cfg.Client.Apply(ctx, obj, opts...); err != nil {
+			r.cfg.Metrics.Writes.WithLabelValues("apply", "error").Inc()
+			return err
+		}
+		r.cfg.Metrics.Writes.WithLabelValues("apply", "ok").Inc()
+	}
+	r.cfg.Log.Debug("proxies applied", "gateway", k)
+	return nil
+}
+
+// remove deletes the provisioned objects of a Gateway that is gone (or no
+// longer ours). Garbage collection would remove them too, through the owner
+// references, but not for a Gateway that only stopped being ours, and not
+// promptly.
+func (r *Reconciler) remove(ctx context.Context, k types.NamespacedName) error {
+	sel := client.MatchingLabels{LabelManagedBy: ManagedByValue, LabelGatewayName: k.Name, LabelGatewayNamespace: k.Namespace}
+	in := client.InNamespace(k.Namespace)
+	var errs []error
+	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.ServiceAccountList{}} {
+		if err := r.cfg.Reader.List(ctx, list, sel, in); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		_ = eachItem(list, func(o client.Object) {
+			err := r.cfg.Client.Delete(ctx, o, client.PropagationPolicy("Background"))
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+				r.cfg.Metrics.Writes.WithLabelValues("delete", "error").Inc()
+				return
+			}
+			r.cfg.Metrics.Writes.WithLabelValues("delete", "ok").Inc()
+		})
+	}
+	if r.cfg.Certs != nil {
+		if err := r.cfg.Certs.DeleteClientCert(ctx, k.Namespace, k.Name); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	r.cfg.Log.Info("proxies removed", "gateway", k)
+	return nil
+}
+
+// Metrics of the infra reconciler.
+type Metrics struct {
+	Writes *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg when not nil.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "portico_infra_writes_total",
+		Help: "Writes of provisioned proxy objects by operation (apply, delete) and result.",
+	}, []string{"op", "result"})}
+	if reg != nil {
+		reg.MustRegister(m.Writes)
+	}
+	return m
+}

@@ -1,0 +1,217 @@
+package infra
+
+import (
+	"sort"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
+)
+
+// Params are the controller-wide settings of rendered proxies.
+type Params struct {
+	// XDSAddress is host:port of the controller's xDS Service.
+	XDSAddress string
+	// XDSServerName is the TLS server name (SNI and SAN) of the xDS server.
+	XDSServerName string
+}
+
+// Paths inside the Envoy container.
+const (
+	bootstrapDir  = "/etc/envoy"
+	bootstrapFile = "envoy.json"
+	xdsCertDir    = "/etc/portico/xds"
+	adminPort     = 19001
+	readyPort     = 19002
+)
+
+// Objects are the apply configurations of one Gateway's proxies.
+type Objects struct {
+	ServiceAccount *corev1ac.ServiceAccountApplyConfiguration
+	ConfigMap      *corev1ac.ConfigMapApplyConfiguration
+	Deployment     *appsv1ac.DeploymentApplyConfiguration
+	Service        *corev1ac.ServiceApplyConfiguration
+}
+
+// Render builds the objects of Gateway gw with the effective ProxyConfig
+// spec pc. It is pure: equal inputs give equal objects.
+func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Params) (*Objects, error) {
+	name := Name(gw.Name)
+	ns := gw.Namespace
+	labels := Labels(ns, gw.Name)
+	meta := objectMeta(gw)
+
+	boot, err := Bootstrap(ns, gw.Name, p)
+	if err != nil {
+		return nil, err
+	}
+	image := pc.Image
+	if image == "" {
+		image = v1alpha1.DefaultEnvoyImage
+	}
+	replicas := int32(2)
+	if pc.Replicas != nil {
+		replicas = *pc.Replicas
+	}
+	logLevel := pc.LogLevel
+	if logLevel == "" {
+		logLevel = "info"
+	}
+	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
+
+	sa := corev1ac.ServiceAccount(name, ns).
+		WithLabels(meta.labels).WithAnnotations(meta.annotations).WithOwnerReferences(meta.owner).
+		WithAutomountServiceAccountToken(false)
+
+	cm := corev1ac.ConfigMap(name, ns).
+		WithLabels(meta.labels).WithAnnotations(meta.annotations).WithOwnerReferences(meta.owner).
+		WithData(map[string]string{bootstrapFile: boot})
+
+	container := corev1ac.Container().
+		WithName("envoy").
+		WithImage(image).
+		WithArgs("--config-path", bootstrapDir+"/"+bootstrapFile,
+			"--service-cluster", ns+"/"+gw.Name,
+			"--service-node", "$(POD_NAME)",
+			"--log-level", logLevel,
+			"--drain-strategy", "immediate").
+		WithEnv(corev1ac.EnvVar().WithName("POD_NAME").WithValueFrom(
+			corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("metadata.name")))).
+		WithVolumeMounts(
+			corev1ac.VolumeMount().WithName("bootstrap").WithMountPath(bootstrapDir).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName("xds-cert").WithMountPath(xdsCertDir).WithReadOnly(true)).
+		WithReadinessProbe(corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/ready").WithPort(intstr.FromInt32(readyPort))).
+			WithPeriodSeconds(5).WithFailureThreshold(2)).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithRunAsNonRoot(true).
+			WithRunAsUser(65532).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	for _, port := range ports {
+		container.WithPorts(corev1ac.ContainerPort().WithName(portName(port)).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP))
+	}
+	if pc.Resources != nil {
+		rr := corev1ac.ResourceRequirements()
+		if len(pc.Resources.Requests) > 0 {
+			rr.WithRequests(pc.Resources.Requests)
+		}
+		if len(pc.Resources.Limits) > 0 {
+			rr.WithLimits(pc.Resources.Limits)
+		}
+		container.WithResources(rr)
+	}
+
+	podLabels := map[string]string{}
+	for k, v := range meta.labels {
+		podLabels[k] = v
+	}
+	dep := appsv1ac.Deployment(name, ns).
+		WithLabels(meta.labels).WithAnnotations(meta.annotations).WithOwnerReferences(meta.owner).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType).
+				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+					WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromString("25%")))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(podLabels).WithAnnotations(meta.annotations).
+				WithSpec(corev1ac.PodSpec().
+					WithServiceAccountName(name).
+					WithAutomountServiceAccountToken(false).
+					WithTerminationGracePeriodSeconds(30).
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						// Envoy runs as non-root and still binds listener
+						// ports below 1024.
+						WithSysctls(corev1ac.Sysctl().WithName("net.ipv4.ip_unprivileged_port_start").WithValue("0")).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+					WithAffinity(corev1ac.Affinity().WithPodAntiAffinity(corev1ac.PodAntiAffinity().
+						WithPreferredDuringSchedulingIgnoredDuringExecution(corev1ac.WeightedPodAffinityTerm().
+							WithWeight(100).
+							WithPodAffinityTerm(corev1ac.PodAffinityTerm().
+								WithTopologyKey(corev1.LabelHostname).
+								WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(labels)))))).
+					WithContainers(container).
+					WithVolumes(
+						corev1ac.Volume().WithName("bootstrap").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(name)),
+						corev1ac.Volume().WithName("xds-cert").WithSecret(corev1ac.SecretVolumeSource().
+							WithSecretName(ClientCertSecretName(gw.Name)).WithDefaultMode(0o440))))))
+
+	svcType := pc.Service.Type
+	if svcType == "" {
+		svcType = corev1.ServiceTypeLoadBalancer
+	}
+	svcAnn := map[string]string{}
+	for k, v := range meta.annotations {
+		svcAnn[k] = v
+	}
+	for k, v := range pc.Service.Annotations {
+		svcAnn[k] = v
+	}
+	svc := corev1ac.Service(name, ns).
+		WithLabels(meta.labels).WithAnnotations(svcAnn).WithOwnerReferences(meta.owner).
+		WithSpec(corev1ac.ServiceSpec().WithType(svcType).WithSelector(labels))
+	for _, port := range ports {
+		svc.Spec.WithPorts(corev1ac.ServicePort().WithName(portName(port)).WithPort(port).
+			WithTargetPort(intstr.FromInt32(port)).WithProtocol(corev1.ProtocolTCP))
+	}
+	if len(ports) == 0 {
+		// A Service needs a port; a Gateway without listeners still gets
+		// a Service whose address can be reported.
+		svc.Spec.WithPorts(corev1ac.ServicePort().WithName("none").WithPort(1).WithTargetPort(intstr.FromInt32(1)))
+	}
+	return &Objects{ServiceAccount: sa, ConfigMap: cm, Deployment: dep, Service: svc}, nil
+}
+
+func portName(port int32) string { return "port-" + strconv.Itoa(int(port)) }
+
+type renderedMeta struct {
+	labels      map[string]string
+	annotations map[string]string
+	owner       *metav1ac.OwnerReferenceApplyConfiguration
+}
+
+// objectMeta merges spec.infrastructure labels and annotations with ours
+// (ours win) and builds the owner reference to the Gateway.
+func objectMeta(gw *gwv1.Gateway) renderedMeta {
+	m := renderedMeta{labels: map[string]string{}, annotations: map[string]string{}}
+	if inf := gw.Spec.Infrastructure; inf != nil {
+		for k, v := range inf.Labels {
+			m.labels[string(k)] = string(v)
+		}
+		for k, v := range inf.Annotations {
+			m.annotations[string(k)] = string(v)
+		}
+	}
+	for k, v := range Labels(gw.Namespace, gw.Name) {
+		m.labels[k] = v
+	}
+	m.owner = metav1ac.OwnerReference().
+		WithAPIVersion(gwv1.GroupVersion.String()).WithKind("Gateway").
+		WithName(gw.Name).WithUID(gw.UID).WithController(true).WithBlockOwnerDeletion(true)
+	return m
+}
+
+// Ports are the distinct listener ports of a Gateway and its ListenerSets,
+// as the translator programmed them.
+func Ports(ports []uint32) []int32 {
+	seen := map[int32]bool{}
+	var out []int32
+	for _, p := range ports {
+		if p == 0 || p > 65535 || seen[int32(p)] {
+			continue
+		}
+		seen[int32(p)] = true
+		out = append(out, int32(p))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
