@@ -15,8 +15,9 @@ import (
 //     passed to the IR, but have no conformance run yet.
 //   - HTTPRouteBackendProtocolH2C: h2c appProtocol selects HTTP/2 upstream,
 //     not yet conformance-tested.
-//   - GatewayHTTPListenerIsolation: routes of a wildcard listener are not
-//     hidden from hostnames of a more specific listener on the same port.
+//   - GatewayHTTPListenerIsolation: virtual hosts of a port shared by HTTP
+//     listeners hold only the routes of the most specific listener covering
+//     them (vhosts.go), but the conformance test has not been run yet.
 var supportedFeatures = sortedFeatures(
 	features.SupportGateway,
 	features.SupportGatewayPort8080,

@@ -220,7 +220,7 @@ func (t *translator) gatewayStatuses() {
 			c.set(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), msg)
 			c.set(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), msg)
 		case len(bad) > 0:
-			msg := "listeners that cannot be served: " + strings.Join(bad, ", ") + "; see the listener conditions; the others are served"
+			msg := "listeners that cannot be served: " + strings.Join(bad, ", ") + " (see their conditions); the others are served"
 			c.set(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid), msg)
 			c.set(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "configuration was generated for the listeners that can be served")
 		default:
@@ -276,7 +276,7 @@ func (t *translator) listenerSetStatus(s *listenerSetState) Status {
 			}
 		}
 		if len(bad) > 0 {
-			msg := "listeners that cannot be served: " + strings.Join(bad, ", ") + "; see the listener conditions; the others are served"
+			msg := "listeners that cannot be served: " + strings.Join(bad, ", ") + " (see their conditions); the others are served"
 			c.set(string(gwv1.ListenerSetConditionAccepted), true, string(gwv1.ListenerSetReasonListenersNotValid), msg)
 			c.set(string(gwv1.ListenerSetConditionProgrammed), true, string(gwv1.ListenerSetReasonProgrammed), "configuration was generated for the listeners that can be served")
 		} else {

@@ -8,15 +8,36 @@
 // never modified.
 //
 // Implementation choices where the specification leaves room:
-//   - A listener whose certificates cannot be used is not Accepted (reason
-//     Invalid) and produces no configuration; ResolvedRefs tells why.
+//   - A listener whose certificates cannot be used (missing, malformed,
+//     unsupported kind, or not permitted by a ReferenceGrant) stays Accepted:
+//     these are reference problems, reported by ResolvedRefs=False
+//     (InvalidCertificateRef or RefNotPermitted), and Programmed=False
+//     (Invalid); it produces no configuration. A Gateway or ListenerSet none
+//     of whose listeners can be served is not Accepted (ListenersNotValid),
+//     as the conformance test ListenerSetReferenceGrant expects.
+//   - Conflicted listeners are Accepted=False and Programmed=False with the
+//     conflict reason (HostnameConflict, ProtocolConflict), as the
+//     conformance suite expects.
 //   - Routes attach to a listener whatever its own status (AttachedRoutes
-//     counts them) but produce configuration only on programmed listeners of
-//     accepted Gateways.
+//     counts them) and are Accepted even when their Gateway is not (the
+//     message says so), but produce configuration only on programmed
+//     listeners of accepted Gateways.
 //   - Invalid rules of a route are dropped: the route stays Accepted with
 //     PartiallyInvalid=True ("Dropped Rule ...") when at least one rule is
 //     valid, and is not Accepted (UnsupportedValue or IncompatibleFilters)
 //     when none is.
+//   - A filter Portico cannot apply (ExtensionRef, CORS, ExternalAuth, a
+//     filter type it does not know, filters on backendRefs) is never
+//     skipped: the specification requires it for unresolvable ExtensionRefs
+//     and skipping an authentication or CORS filter would let requests
+//     through unchecked. Requests of its rule (of its backend, for
+//     backendRef filters) are answered with 500, the rule is not dropped,
+//     and ResolvedRefs=False (InvalidKind; UnsupportedValue for backendRef
+//     filters) names the filter. For filter types unknown to the API the
+//     specification asks for Accepted=False/UnsupportedValue instead; Portico
+//     keeps the route Accepted so that requests of the rule cannot reach
+//     another, less specific route.
+//   - Virtual hosts: see vhosts.go (listener isolation, hostname fallback).
 //   - RegularExpression path matches (RE2 syntax) rank after Exact and before
 //     PathPrefix matches, longer expressions first.
 //   - A parentRef that does not resolve to a Gateway or ListenerSet of one of

@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/portico-dev/portico/internal/ir"
 )
@@ -58,16 +59,22 @@ type placedRoute struct {
 // that keep the listener's port.
 func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener) *ir.RouteConfig {
 	rc := &ir.RouteConfig{Name: b.gw.Key() + "/" + chain}
+	// byHost indexes the live attachments of each listener by effective
+	// hostname.
+	byHost := make(map[*listener]map[string][]*attachment, len(ls))
 	domains := map[string]bool{}
 	for _, l := range ls {
+		idx := map[string][]*attachment{}
 		for _, a := range l.attachments {
 			if a.lost || a.route == nil {
 				continue
 			}
 			for _, h := range a.hostnames {
+				idx[h] = append(idx[h], a)
 				domains[h] = true
 			}
 		}
+		byHost[l] = idx
 		for _, o := range ls {
 			if o != l && l.hostname != o.hostname && hostnameMatches(l.hostname, o.hostname) {
 				domains[l.hostname] = true
@@ -80,7 +87,7 @@ func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener) *ir.R
 	}
 	sort.Slice(names, func(i, j int) bool { return vhostName(names[i]) < vhostName(names[j]) })
 	for _, h := range names {
-		placed := b.placeRoutes(h, ownerOf(h, ls))
+		placed := placeRoutes(h, byHost[ownerOf(h, ls)])
 		v := &ir.VirtualHost{Name: vhostName(h), Hostname: vhostName(h), Routes: make([]*ir.Route, 0, len(placed))}
 		for _, p := range placed {
 			b.useClusters(p.cr, p.grpc)
@@ -104,36 +111,39 @@ func ownerOf(host string, ls []*listener) *listener {
 	return owner
 }
 
-// placeRoutes returns the routes of listener l serving host, in order.
-func (b *irBuilder) placeRoutes(host string, l *listener) []placedRoute {
-	if l == nil {
-		return nil
+// coveringHostnames returns the hostnames that cover host (hostnameMatches),
+// most specific first: host itself, the wildcards of its parent domains
+// from the longest, and "" (any hostname).
+func coveringHostnames(host string) []string {
+	out := []string{host}
+	if host == "" {
+		return out
 	}
-	index := map[string]int{}
+	name := strings.TrimPrefix(host, "*.")
+	for i := strings.IndexByte(name, '.'); i >= 0; i = strings.IndexByte(name, '.') {
+		name = name[i+1:]
+		out = append(out, "*."+name)
+	}
+	return append(out, "")
+}
+
+// placeRoutes returns the routes serving host among the attachments of one
+// listener, indexed by effective hostname, in order.
+func placeRoutes(host string, byHost map[string][]*attachment) []placedRoute {
+	seen := map[string]bool{}
 	var out []placedRoute
-	for _, a := range l.attachments {
-		if a.lost || a.route == nil {
-			continue
-		}
-		// The most specific effective hostname of the route covering host.
-		found, best := false, hostRank{}
-		for _, h := range a.hostnames {
-			if hostnameMatches(host, h) && (!found || rankOf(h).above(best)) {
-				found, best = true, rankOf(h)
-			}
-		}
-		if !found {
-			continue
-		}
-		for _, cr := range a.route.rules.routes {
-			if i, ok := index[cr.route.Name]; ok {
-				if best.above(out[i].rank) {
-					out[i].rank = best
+	// Covering hostnames come most specific first: the first time a route
+	// is met gives the rank of its most specific matching hostname.
+	for _, h := range coveringHostnames(host) {
+		rank := rankOf(h)
+		for _, a := range byHost[h] {
+			for _, cr := range a.route.rules.routes {
+				if seen[cr.route.Name] {
+					continue
 				}
-				continue
+				seen[cr.route.Name] = true
+				out = append(out, placedRoute{cr: cr, rank: rank, grpc: a.route.kind == KindGRPCRoute})
 			}
-			index[cr.route.Name] = len(out)
-			out = append(out, placedRoute{cr: cr, rank: best, grpc: a.route.kind == KindGRPCRoute})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {

@@ -166,3 +166,27 @@ func TestRedirectPort(t *testing.T) {
 		}
 	}
 }
+
+// TestCoveringHostnames: exactly the hostnames hostnameMatches accepts as
+// patterns, most specific first.
+func TestCoveringHostnames(t *testing.T) {
+	for host, want := range map[string][]string{
+		"a.b.example.com": {"a.b.example.com", "*.b.example.com", "*.example.com", "*.com", ""},
+		"*.b.example.com": {"*.b.example.com", "*.example.com", "*.com", ""},
+		"localhost":       {"localhost", ""},
+		"":                {""},
+	} {
+		got := coveringHostnames(host)
+		if !equalStrings(got, want) {
+			t.Errorf("coveringHostnames(%q) = %q, want %q", host, got, want)
+		}
+		for i, p := range got {
+			if !hostnameMatches(host, p) {
+				t.Errorf("%q does not cover %q", p, host)
+			}
+			if i > 0 && !rankOf(got[i-1]).above(rankOf(p)) {
+				t.Errorf("%q not ranked above %q", got[i-1], p)
+			}
+		}
+	}
+}
