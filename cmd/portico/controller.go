@@ -39,6 +39,8 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	workers := fs.Int("status-workers", 4, "concurrent status writers")
 	debounce := fs.Duration("debounce", pipeline.DefaultDebounce, "quiet period after a change before translating")
 	maxDelay := fs.Duration("max-delay", pipeline.DefaultMaxDelay, "longest a change waits for translation while changes keep coming")
+	provision := fs.Bool("provision", true, "provision an Envoy Deployment and Service per Gateway (leader only)")
+	xdsService := fs.String("xds-service-address", "", "`host:port` Envoy dials for xDS (default portico-xds.<namespace>.svc:18000)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -72,22 +74,24 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitError
 	}
 	c, err := controller.New(controller.Options{
-		RESTConfig:       cfg,
-		Namespace:        *namespace,
-		ControllerName:   *controllerName,
-		LeaderElectionID: *electionID,
-		Identity:         *identity,
-		LeaseDuration:    *leaseDuration,
-		RenewDeadline:    *renewDeadline,
-		RetryPeriod:      *retryPeriod,
-		QPS:              float32(*qps),
-		Burst:            *burst,
-		StatusWorkers:    *workers,
-		Debounce:         *debounce,
-		MaxDelay:         *maxDelay,
-		XDSListener:      xdsLis,
-		AdminListener:    adminLis,
-		Log:              log,
+		RESTConfig:        cfg,
+		Namespace:         *namespace,
+		ControllerName:    *controllerName,
+		LeaderElectionID:  *electionID,
+		Identity:          *identity,
+		LeaseDuration:     *leaseDuration,
+		RenewDeadline:     *renewDeadline,
+		RetryPeriod:       *retryPeriod,
+		QPS:               float32(*qps),
+		Burst:             *burst,
+		StatusWorkers:     *workers,
+		Debounce:          *debounce,
+		MaxDelay:          *maxDelay,
+		XDSListener:       xdsLis,
+		AdminListener:     adminLis,
+		Provision:         *provision,
+		XDSServiceAddress: *xdsService,
+		Log:               log,
 	})
 	if err != nil {
 		_ = xdsLis.Close()

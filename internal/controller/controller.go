@@ -20,6 +20,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/admin"
 	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/leader"
 	"github.com/portico-dev/portico/internal/metrics"
 	"github.com/portico-dev/portico/internal/pipeline"
@@ -49,7 +50,14 @@ type Options struct {
 	// when Run returns.
 	XDSListener   net.Listener
 	AdminListener net.Listener
-	Log           *slog.Logger
+	// Provision turns on provisioning of each Gateway's Envoy Deployment,
+	// Service, ServiceAccount and bootstrap ConfigMap (leader only); a
+	// Gateway is then Programmed once its proxies can take traffic.
+	Provision bool
+	// XDSServiceAddress is the host:port proxies dial for xDS (default
+	// portico-xds.<Namespace>.svc:18000).
+	XDSServiceAddress string
+	Log               *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -80,6 +88,9 @@ func (o *Options) defaults() {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.XDSServiceAddress == "" {
+		o.XDSServiceAddress = "portico-xds." + o.Namespace + ".svc:18000"
+	}
 }
 
 // Controller is one replica.
@@ -91,6 +102,7 @@ type Controller struct {
 	pipeline *pipeline.Pipeline
 	xds      *xdsserver.Server
 	writer   *status.Writer
+	infra    *infra.Reconciler // nil unless Options.Provision
 	elector  *leader.Elector
 	admin    *admin.Server
 }
@@ -127,7 +139,7 @@ func New(opts Options) (*Controller, error) {
 		Log:            log.With("component", "status"),
 	})
 	c.xds = xdsserver.New(log.With("component", "xds"), c.metrics)
-	c.pipeline = pipeline.New(pipeline.Config{
+	pcfg := pipeline.Config{
 		ControllerName: opts.ControllerName,
 		Debounce:       opts.Debounce,
 		MaxDelay:       opts.MaxDelay,
@@ -135,7 +147,22 @@ func New(opts Options) (*Controller, error) {
 		Status:         c.writer,
 		Metrics:        c.metrics,
 		Log:            log,
-	})
+	}
+	if opts.Provision {
+		host, _, err := net.SplitHostPort(opts.XDSServiceAddress)
+		if err != nil {
+			return nil, fmt.Errorf("controller: xDS service address: %w", err)
+		}
+		c.infra = infra.New(infra.Config{
+			Client:  cl,
+			Params:  infra.Params{XDSAddress: opts.XDSServiceAddress, XDSServerName: host},
+			Metrics: infra.NewMetrics(c.metrics.Registry),
+			Log:     log.With("component", "infra"),
+		})
+		pcfg.Infra = c.infra
+		pcfg.Infrastructure = true
+	}
+	c.pipeline = pipeline.New(pcfg)
 	c.provider, err = kube.New(kube.Config{
 		RESTConfig: cfg,
 		Scheme:     scheme,
@@ -145,6 +172,11 @@ func New(opts Options) (*Controller, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if c.infra != nil {
+		// The reconciler lists provisioned objects from the informer cache.
+		c.infra.SetReader(c.provider.Cache())
+		c.provider.SetInfraObserver(c.infra.Observe)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -158,8 +190,8 @@ func New(opts Options) (*Controller, error) {
 		LeaseDuration:    opts.LeaseDuration,
 		RenewDeadline:    opts.RenewDeadline,
 		RetryPeriod:      opts.RetryPeriod,
-		OnStartedLeading: c.writer.SetLeading,
-		OnStoppedLeading: func() { c.writer.SetLeading(nil) },
+		OnStartedLeading: c.startTerm,
+		OnStoppedLeading: func() { c.startTerm(nil) },
 		Metrics:          leader.NewMetrics(c.metrics.Registry),
 		Log:              log.With("component", "leader"),
 	})
@@ -209,6 +241,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	run("pipeline", c.pipeline.Run)
 	run("kube", c.provider.Run)
 	run("status", func(ctx context.Context) error { c.writer.Run(ctx); return nil })
+	if c.infra != nil {
+		run("infra", func(ctx context.Context) error { c.infra.Run(ctx); return nil })
+	}
 	run("xds", func(ctx context.Context) error {
 		// Proxies get config only once the first complete translation is
 		// in the cache: no proxy ever sees an empty or partial snapshot.
@@ -229,6 +264,15 @@ func (c *Controller) Run(ctx context.Context) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// startTerm starts (ctx non-nil) or ends (nil) a term of leadership for
+// every writer: statuses and provisioned proxies.
+func (c *Controller) startTerm(ctx context.Context) {
+	c.writer.SetLeading(ctx)
+	if c.infra != nil {
+		c.infra.SetLeading(ctx)
+	}
 }
 
 func (c *Controller) serveLeader(w http.ResponseWriter, _ *http.Request) {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -16,6 +17,8 @@ type classState struct {
 	obj      *gwv1.GatewayClass
 	accepted bool
 	problem  *problem
+	// proxy is the ProxyConfig its parametersRef names, if any.
+	proxy *v1alpha1.ProxyConfigSpec
 }
 
 // processClasses selects our GatewayClasses and computes their status.
@@ -29,9 +32,10 @@ func (t *translator) processClasses() {
 		cs := &classState{obj: gc, accepted: true}
 		c := newConditions(gc.Generation)
 		if ref := gc.Spec.ParametersRef; ref != nil {
+			cs.proxy, cs.problem = t.classParams(ref)
+		}
+		if cs.problem != nil {
 			cs.accepted = false
-			cs.problem = &problem{string(gwv1.GatewayClassReasonInvalidParameters),
-				fmt.Sprintf("parametersRef %s %q is not supported: Portico takes no GatewayClass parameters", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)}
 			c.set(string(gwv1.GatewayClassConditionStatusAccepted), false, cs.problem.reason, cs.problem.message)
 		} else {
 			c.set(string(gwv1.GatewayClassConditionStatusAccepted), true, string(gwv1.GatewayClassReasonAccepted), "the GatewayClass is served by "+t.opts.ControllerName)
@@ -58,6 +62,9 @@ type gatewayState struct {
 	merged []*listener
 	// accepted: the Gateway is Accepted, its IR is built.
 	accepted bool
+	// proxy is the effective ProxyConfig: the Gateway's own, else its
+	// class's; nil for defaults.
+	proxy *v1alpha1.ProxyConfigSpec
 }
 
 func (g *gatewayState) key() resource.Key {
@@ -76,16 +83,22 @@ func (t *translator) processGateways() {
 		if cs == nil {
 			continue
 		}
-		g := &gatewayState{obj: gw}
+		g := &gatewayState{obj: gw, proxy: cs.proxy}
+		var paramsProblem *problem
+		if gw.Spec.Infrastructure != nil && gw.Spec.Infrastructure.ParametersRef != nil {
+			var own *v1alpha1.ProxyConfigSpec
+			own, paramsProblem = t.gatewayParams(gw)
+			if own != nil {
+				g.proxy = own
+			}
+		}
 		switch {
 		case !cs.accepted:
 			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), fmt.Sprintf("GatewayClass %q is not accepted: %s", cs.obj.Name, cs.problem.message)}
 		case len(gw.Spec.Addresses) > 0:
 			g.invalid = &problem{string(gwv1.GatewayReasonUnsupportedAddress), "spec.addresses is not supported: Portico does not assign addresses to Gateways"}
-		case gw.Spec.Infrastructure != nil && gw.Spec.Infrastructure.ParametersRef != nil:
-			ref := gw.Spec.Infrastructure.ParametersRef
-			g.invalid = &problem{string(gwv1.GatewayReasonInvalidParameters),
-				fmt.Sprintf("infrastructure.parametersRef %s %q is not supported", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)}
+		case paramsProblem != nil:
+			g.invalid = paramsProblem
 		case gw.Spec.TLS != nil:
 			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), "spec.tls (frontend client validation, backend client certificate) is not supported"}
 		}
@@ -227,7 +240,16 @@ func (t *translator) gatewayStatuses() {
 			c.set(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "the Gateway is valid")
 			c.set(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "the Gateway's configuration was generated")
 		}
-		st := &gwv1.GatewayStatus{Conditions: c.done(gw.Status.Conditions, t.now())}
+		var addresses []gwv1.GatewayStatusAddress
+		if t.opts.Infrastructure && g.invalid == nil && g.accepted {
+			// Programmed also needs proxies that can take traffic.
+			var p *problem
+			addresses, p = t.proxyReadiness(g)
+			if p != nil {
+				c.set(string(gwv1.GatewayConditionProgrammed), false, p.reason, p.message)
+			}
+		}
+		st := &gwv1.GatewayStatus{Conditions: c.done(gw.Status.Conditions, t.now()), Addresses: addresses}
 		for _, l := range g.own {
 			prev := prevListenerConditions(gw.Status.Listeners, l.name)
 			st.Listeners = append(st.Listeners, gwv1.ListenerStatus{

@@ -4,6 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/ir"
 )
 
@@ -27,6 +28,12 @@ type Options struct {
 	// changed from the one already on the object (or that is new). A
 	// condition whose status did not change keeps the object's time.
 	Now metav1.Time
+	// Infrastructure is set when Portico provisions the proxies (controller
+	// mode): a Gateway is then Programmed only once its Envoy Deployment
+	// has an available replica and its Service an address, both read from
+	// the snapshot, and status.addresses come from that Service. Offline
+	// (standalone, translate), generated configuration is Programmed.
+	Infrastructure bool
 }
 
 // Result is what one translation computes.
@@ -37,6 +44,9 @@ type Result struct {
 	// Statuses is the desired status of every object of ours, sorted by
 	// kind, namespace and name.
 	Statuses []Status
+	// Infra is, for every Gateway of our classes, what its proxies need,
+	// sorted by namespace/name.
+	Infra []infra.Spec
 }
 
 // Status is the desired status of one object. Exactly one of the typed

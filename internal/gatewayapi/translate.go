@@ -98,6 +98,7 @@ func Translate(snap *resource.Snapshot, opts Options) *Result {
 	t.routeStatuses()
 	t.gatewayStatuses()
 	res.Gateways = t.buildIR()
+	res.Infra = t.infraSpecs(res.Gateways)
 	sortStatuses(t.statuses)
 	res.Statuses = t.statuses
 	return res

@@ -90,6 +90,10 @@ func New(cfg Config) *Reconciler {
 	}
 }
 
+// SetReader sets the reader of provisioned objects (the informer cache,
+// created after the reconciler). Call it before Run.
+func (r *Reconciler) SetReader(rd client.Reader) { r.cfg.Reader = rd }
+
 // Publish records the Gateways of one translation. A Gateway whose rendered
 // objects changed is enqueued; one that disappeared is enqueued for removal.
 func (r *Reconciler) Publish(specs []Spec) {

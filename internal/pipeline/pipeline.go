@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/metrics"
 	"github.com/portico-dev/portico/internal/render"
@@ -45,6 +46,12 @@ type StatusSink interface {
 	Publish(statuses []gatewayapi.Status)
 }
 
+// InfraSink receives what the proxies of every Gateway need after each
+// translation. Publish must not block.
+type InfraSink interface {
+	Publish(specs []infra.Spec)
+}
+
 // Config of a Pipeline.
 type Config struct {
 	ControllerName string // default gatewayapi.DefaultControllerName
@@ -57,11 +64,15 @@ type Config struct {
 	MaxDelay time.Duration
 	// Clock gives Options.Now, the lastTransitionTime of changed
 	// conditions (default time.Now).
-	Clock   func() time.Time
-	XDS     XDSSink    // required
-	Status  StatusSink // may be nil
-	Metrics *metrics.Metrics
-	Log     *slog.Logger
+	Clock  func() time.Time
+	XDS    XDSSink    // required
+	Status StatusSink // may be nil
+	Infra  InfraSink  // may be nil
+	// Infrastructure: Portico provisions the proxies, and Gateways are
+	// Programmed only once they can take traffic (gatewayapi.Options).
+	Infrastructure bool
+	Metrics        *metrics.Metrics
+	Log            *slog.Logger
 }
 
 // Result is one translation. It is never modified once published.
@@ -248,6 +259,9 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot) {
 	if p.cfg.Status != nil {
 		p.cfg.Status.Publish(res.Statuses)
 	}
+	if p.cfg.Infra != nil {
+		p.cfg.Infra.Publish(res.Infra)
+	}
 
 	p.logChanges(prev, cur, xlateDur, snap)
 }
@@ -262,7 +276,8 @@ func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi
 	}()
 	res = p.translateInputs(snap, gatewayapi.Options{
 		ControllerName: p.cfg.ControllerName,
-		Now:            metav1.NewTime(p.cfg.Clock()),
+		Now:            metav1.NewTime(p.cfg.Clock().Truncate(time.Second)),
+		Infrastructure: p.cfg.Infrastructure,
 	})
 	if res == nil {
 		return nil, fmt.Errorf("Gateway API translation returned no result")

@@ -103,6 +103,9 @@ func New(cfg Config) (*Provider, error) {
 	return &Provider{cfg: cfg, cache: c}, nil
 }
 
+// SetInfraObserver sets Config.InfraObserve; call it before Run.
+func (p *Provider) SetInfraObserver(f func(client.Object)) { p.cfg.InfraObserve = f }
+
 // Cache is the provider's informer cache (read-only use).
 func (p *Provider) Cache() cache.Cache { return p.cache }
 

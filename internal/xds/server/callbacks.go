@@ -30,6 +30,9 @@ import (
 type callbacks struct {
 	log *slog.Logger
 	m   *metrics.Metrics
+	// mtls: streams are bound to the Gateway of the peer's verified client
+	// certificate when they open (see auth.go).
+	mtls bool
 
 	mu sync.Mutex
 	// State of each open stream. The SotW and delta servers number their
@@ -39,24 +42,35 @@ type callbacks struct {
 }
 
 type streamState struct {
-	gateway string               // node.cluster, bound by the first request
-	nodeID  string               // node.id of the first request
-	sent    map[string]sentState // SotW: last response sent, by type URL
+	identity string               // mTLS: gateway of the client certificate
+	gateway  string               // node.cluster, bound by the first request
+	nodeID   string               // node.id of the first request
+	sent     map[string]sentState // SotW: last response sent, by type URL
 }
 
 type sentState struct{ nonce, version string }
 
 var _ serverv3.Callbacks = (*callbacks)(nil)
 
-func newCallbacks(log *slog.Logger, m *metrics.Metrics) *callbacks {
-	return &callbacks{log: log, m: m, sotw: map[int64]*streamState{}, delta: map[int64]*streamState{}}
+func newCallbacks(log *slog.Logger, m *metrics.Metrics, mtls bool) *callbacks {
+	return &callbacks{log: log, m: m, mtls: mtls, sotw: map[int64]*streamState{}, delta: map[int64]*streamState{}}
 }
 
 // bind returns the state of stream id in streams, binding the stream to the
 // gateway named by node.cluster on its first request. Only the first request
-// of a stream must carry the node. The caller holds c.mu.
-func bind(streams map[int64]*streamState, id int64, node *corev3.Node) (*streamState, error) {
+// of a stream must carry the node. With mTLS, the stream was opened with an
+// identity, which node.cluster must equal. The caller holds c.mu.
+func (c *callbacks) bind(streams map[int64]*streamState, id int64, node *corev3.Node) (*streamState, error) {
 	st, ok := streams[id]
+	if c.mtls {
+		if !ok {
+			return nil, status.Error(codes.Unauthenticated, "stream has no client identity")
+		}
+		if err := authorize(st.identity, node); err != nil {
+			return nil, err
+		}
+		ok = st.gateway != ""
+	}
 	cluster := node.GetCluster()
 	switch {
 	case cluster == "" && ok:
@@ -71,9 +85,28 @@ func bind(streams map[int64]*streamState, id int64, node *corev3.Node) (*streamS
 	case ok:
 		return st, nil
 	}
-	st = &streamState{gateway: cluster, nodeID: node.GetId(), sent: map[string]sentState{}}
-	streams[id] = st
+	if st == nil {
+		st = &streamState{sent: map[string]sentState{}}
+		streams[id] = st
+	}
+	st.gateway, st.nodeID = cluster, node.GetId()
 	return st, nil
+}
+
+// open binds stream id to the Gateway identity of the peer when mTLS is on.
+func (c *callbacks) open(ctx context.Context, kind string, streams map[int64]*streamState, id int64) error {
+	if !c.mtls {
+		return nil
+	}
+	gw, err := peerGateway(ctx)
+	if err != nil {
+		c.log.Warn("xds stream refused", "kind", kind, "stream", id, "peer", peerAddr(ctx), "error", err)
+		return err
+	}
+	c.mu.Lock()
+	streams[id] = &streamState{identity: gw, sent: map[string]sentState{}}
+	c.mu.Unlock()
+	return nil
 }
 
 func (c *callbacks) unbind(streams map[int64]*streamState, id int64) {
@@ -86,7 +119,7 @@ func (c *callbacks) OnStreamOpen(ctx context.Context, id int64, typeURL string) 
 	c.m.XDSStreams.WithLabelValues(metrics.KindSotW).Inc()
 	c.log.Debug("xds stream opened", "kind", metrics.KindSotW, "stream", id,
 		"type_url", typeURL, "peer", peerAddr(ctx))
-	return nil
+	return c.open(ctx, metrics.KindSotW, c.sotw, id)
 }
 
 func (c *callbacks) OnStreamClosed(id int64, node *corev3.Node) {
@@ -98,7 +131,7 @@ func (c *callbacks) OnStreamClosed(id int64, node *corev3.Node) {
 
 func (c *callbacks) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
 	c.mu.Lock()
-	st, err := bind(c.sotw, id, req.GetNode())
+	st, err := c.bind(c.sotw, id, req.GetNode())
 	var gw, nodeID, rejected string
 	if err == nil {
 		gw, nodeID = st.gateway, st.nodeID
@@ -143,7 +176,7 @@ func (c *callbacks) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL str
 	c.m.XDSStreams.WithLabelValues(metrics.KindDelta).Inc()
 	c.log.Debug("xds stream opened", "kind", metrics.KindDelta, "stream", id,
 		"type_url", typeURL, "peer", peerAddr(ctx))
-	return nil
+	return c.open(ctx, metrics.KindDelta, c.delta, id)
 }
 
 func (c *callbacks) OnDeltaStreamClosed(id int64, node *corev3.Node) {
@@ -157,7 +190,7 @@ func (c *callbacks) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscove
 	// Unlike SotW, the delta server calls this before filling in the node
 	// of requests that omit it; bind remembers it from the first request.
 	c.mu.Lock()
-	st, err := bind(c.delta, id, req.GetNode())
+	st, err := c.bind(c.delta, id, req.GetNode())
 	c.mu.Unlock()
 	if err != nil {
 		c.log.Warn("xds request refused", "kind", metrics.KindDelta, "stream", id,
@@ -179,7 +212,18 @@ func (c *callbacks) OnStreamDeltaResponse(id int64, req *discoveryv3.DeltaDiscov
 		"resources", len(resp.GetResources()), "removed", len(resp.GetRemovedResources()))
 }
 
-func (c *callbacks) OnFetchRequest(_ context.Context, req *discoveryv3.DiscoveryRequest) error {
+func (c *callbacks) OnFetchRequest(ctx context.Context, req *discoveryv3.DiscoveryRequest) error {
+	if c.mtls {
+		gw, err := peerGateway(ctx)
+		if err == nil {
+			err = authorize(gw, req.GetNode())
+		}
+		if err != nil {
+			c.log.Warn("xds request refused", "kind", metrics.KindFetch,
+				"type_url", req.GetTypeUrl(), "peer", peerAddr(ctx), "error", err)
+			return err
+		}
+	}
 	if req.GetNode().GetCluster() == "" {
 		err := status.Errorf(codes.InvalidArgument,
 			"node %q has no cluster: set node.cluster to <namespace>/<gateway>", req.GetNode().GetId())

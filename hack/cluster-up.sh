@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# Starts a local Kubernetes cluster without containers, on loopback only:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok,
+# which simulates the kubelet of fake Nodes (Pods get scheduled, marked
+# Running/Ready and given IPs; EndpointSlices follow). Binaries come from
+# hack/kube-binaries.sh (built once into $HOME/.cache/portico).
+#
+# Usage: hack/cluster-up.sh [DIR]
+#   DIR (default $PORTICO_CLUSTER_DIR, else _output/cluster in the repo) holds
+#   pki/, etcd/, logs/, pids/ and DIR/kubeconfig (cluster-admin). The
+#   kubeconfig path is the only thing printed on stdout.
+#   Running it again while the cluster is up does nothing; if a component
+#   has died the cluster is restarted from scratch. A failed start stops
+#   whatever it started and removes the state. Stop with hack/cluster-down.sh.
+#
+# Environment:
+#   PORTICO_APISERVER_PORT, PORTICO_ETCD_PORT, PORTICO_ETCD_PEER_PORT
+#                            fixed ports (default: free ports picked at start)
+#   PORTICO_KWOK_NODES       number of fake Nodes (default 1): kwok-node-0, ...
+#   PORTICO_CLUSTER_TIMEOUT  seconds to wait for readiness (default 120)
+#   PORTICO_KUBE_BINARIES    binary directory (default: hack/kube-binaries.sh --print-dir)
+#   PORTICO_CLUSTER_OWNER_PID
+#                            if set, a watchdog runs hack/cluster-down.sh DIR
+#                            once that process is gone (used by test/e2e so
+#                            a killed test run leaves nothing behind)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=kwok/lib.sh
+source "$ROOT/hack/kwok/lib.sh"
+
+DIR=${1:-${PORTICO_CLUSTER_DIR:-$ROOT/_output/cluster}}
+TIMEOUT=${PORTICO_CLUSTER_TIMEOUT:-120}
+NODES=${PORTICO_KWOK_NODES:-1}
+log() { echo "cluster-up: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+HELPER=$DIR/bin/portico-cluster
+
+cluster_healthy() {
+  local name
+  for name in "${CLUSTER_COMPONENTS[@]}"; do
+    cluster_pid "$DIR" "$name" >/dev/null || return 1
+  done
+  [ -x "$HELPER" ] && "$HELPER" readyz "$DIR" 2>/dev/null
+}
+
+if [ -f "$DIR/$CLUSTER_MARKER" ]; then
+  if cluster_healthy; then
+    log "already running in $DIR"
+    echo "$DIR/kubeconfig"
+    exit 0
+  fi
+  log "stale cluster in $DIR (a component is not running): starting afresh"
+  stop_cluster "$DIR"
+  wipe_cluster "$DIR"
+elif [ -n "$(ls -A "$DIR")" ]; then
+  die "$DIR is not empty and not a Portico cluster directory"
+fi
+
+start_time=$SECONDS
+ok=0
+cleanup() {
+  [ $ok = 1 ] && return
+  log "start failed; stopping what was started and removing $DIR's contents"
+  local f
+  for f in "$DIR"/logs/*.log; do
+    [ -s "$f" ] || continue
+    echo "----- last lines of $(basename "$f") -----" >&2
+    tail -n 15 "$f" >&2
+  done
+  stop_cluster "$DIR" || true
+  wipe_cluster "$DIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+touch "$DIR/$CLUSTER_MARKER"
+mkdir -p "$DIR/bin" "$DIR/pids" "$DIR/logs" "$DIR/etcd"
+chmod 700 "$DIR/etcd"
+
+BINS=${PORTICO_KUBE_BINARIES:-$("$ROOT/hack/kube-binaries.sh" --print-dir)}
+for b in "${CLUSTER_COMPONENTS[@]}"; do
+  [ -x "$BINS/$b" ] || die "$BINS/$b missing (run hack/kube-binaries.sh)"
+done
+# kwok's behaviour comes from Stage objects: node-initialize (Node Ready,
+# addresses, capacity), pod-ready (scheduled Pods Running+Ready with an IP),
+# pod-complete (Job Pods finish) and pod-delete (removes terminating Pods,
+# as no kubelet does). Node heartbeats are kwok's node Leases.
+kwok_configs=()
+for s in node-initialize pod-ready pod-complete pod-delete; do
+  [ -f "$BINS/kwok-stages/$s.yaml" ] || die "$BINS/kwok-stages/$s.yaml missing (rebuild kwok with hack/kube-binaries.sh)"
+  kwok_configs+=("--config=$BINS/kwok-stages/$s.yaml")
+done
+
+(cd "$ROOT" && go build -o "$HELPER" ./hack/kwok) || die "building the cluster helper (hack/kwok) failed"
+
+read -r free1 free2 free3 <<<"$("$HELPER" ports 3)"
+ETCD_PORT=${PORTICO_ETCD_PORT:-$free1}
+ETCD_PEER_PORT=${PORTICO_ETCD_PEER_PORT:-$free2}
+API_PORT=${PORTICO_APISERVER_PORT:-$free3}
+SERVER=https://127.0.0.1:$API_PORT
+"$HELPER" pki "$DIR" "$SERVER"
+KUBECONFIG_PATH=$DIR/kubeconfig
+PKI=$DIR/pki
+cat >"$DIR/cluster.env" <<EOF
+APISERVER=$SERVER
+ETCD=http://127.0.0.1:$ETCD_PORT
+KUBECONFIG=$KUBECONFIG_PATH
+EOF
+
+# start_component NAME BINARY ARGS...: runs it in the background in its own
+# session, detached from our stdio (a caller reading our output must not
+# wait for the cluster to exit).
+start_component() {
+  local name=$1
+  shift
+  if command -v setsid >/dev/null; then
+    setsid "$@" </dev/null >"$DIR/logs/$name.log" 2>&1 &
+  else
+    "$@" </dev/null >"$DIR/logs/$name.log" 2>&1 &
+  fi
+  echo $! >"$DIR/pids/$name.pid"
+}
+
+# wait_until WHAT COMMAND...: polls COMMAND until it succeeds, failing fast
+# when a started component has exited or after TIMEOUT seconds.
+deadline=$((SECONDS + TIMEOUT))
+wait_until() {
+  local what=$1 name
+  shift
+  log "waiting for $what"
+  until "$@" 2>/dev/null; do
+    for name in "$DIR"/pids/*.pid; do
+      name=$(basename "$name" .pid)
+      cluster_pid "$DIR" "$name" >/dev/null || die "$name exited (see $DIR/logs/$name.log)"
+    done
+    [ $SECONDS -lt $deadline ] || { "$@" || true; die "timed out after ${TIMEOUT}s waiting for $what"; }
+    sleep 0.2
+  done
+}
+
+start_component etcd "$BINS/etcd" \
+  --name=node0 \
+  --data-dir="$DIR/etcd" \
+  --listen-client-urls="http://127.0.0.1:$ETCD_PORT" \
+  --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster="node0=http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster-state=new \
+  --auto-compaction-retention=1 \
+  --unsafe-no-fsync \
+  --log-level=warn
+
+start_component kube-apiserver "$BINS/kube-apiserver" \
+  --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+  --bind-address=127.0.0.1 \
+  --advertise-address=127.0.0.1 \
+  --endpoint-reconciler-type=none \
+  --secure-port="$API_PORT" \
+  --tls-cert-file="$PKI/apiserver.crt" \
+  --tls-private-key-file="$PKI/apiserver.key" \
+  --client-ca-file="$PKI/ca.crt" \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="$PKI/sa.pub" \
+  --service-account-signing-key-file="$PKI/sa.key" \
+  --service-cluster-ip-range=10.96.0.0/16 \
+  --authorization-mode=Node,RBAC \
+  --allow-privileged=true \
+  --profiling=false
+
+wait_until "kube-apiserver /readyz at $SERVER" "$HELPER" readyz "$DIR"
+
+start_component kube-controller-manager "$BINS/kube-controller-manager" \
+  --kubeconfig="$KUBECONFIG_PATH" \
+  --secure-port=0 \
+  --controllers='*,-serviceaccount-token' \
+  --use-service-account-credentials=false \
+  --service-account-private-key-file="$PKI/sa.key" \
+  --root-ca-file="$PKI/ca.crt" \
+  --cluster-signing-cert-file="$PKI/ca.crt" \
+  --cluster-signing-key-file="$PKI/ca.key" \
+  --kube-api-qps=100 --kube-api-burst=200 \
+  --profiling=false
+
+start_component kube-scheduler "$BINS/kube-scheduler" \
+  --kubeconfig="$KUBECONFIG_PATH" \
+  --secure-port=0 \
+  --kube-api-qps=100 --kube-api-burst=200 \
+  --profiling=false
+
+start_component kwok "$BINS/kwok" \
+  --kubeconfig="$KUBECONFIG_PATH" \
+  "${kwok_configs[@]}" \
+  --manage-all-nodes=false \
+  --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+  --node-lease-duration-seconds=40 \
+  --cidr=10.244.0.0/16
+
+for ((i = 0; i < NODES; i++)); do
+  wait_until "fake Node kwok-node-$i to be created" "$HELPER" node "$DIR" "kwok-node-$i"
+done
+# Both run with leader election (the default): holding their Lease proves
+# they are up and talking to the apiserver.
+wait_until "kube-controller-manager" "$HELPER" exists "$DIR" \
+  /apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager
+wait_until "kube-scheduler" "$HELPER" exists "$DIR" \
+  /apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler
+for ((i = 0; i < NODES; i++)); do
+  wait_until "Node kwok-node-$i to be Ready (kwok)" "$HELPER" node-ready "$DIR" "kwok-node-$i"
+done
+wait_until "the default ServiceAccount" "$HELPER" exists "$DIR" \
+  /api/v1/namespaces/default/serviceaccounts/default
+
+if [ -n "${PORTICO_CLUSTER_OWNER_PID:-}" ]; then
+  # The watchdog forgets its own pid file before it turns into
+  # cluster-down, so cluster-down does not stop itself.
+  # shellcheck disable=SC2016
+  start_component watchdog bash -c '
+    while kill -0 "$0" 2>/dev/null && [ -f "$1/pids/watchdog.pid" ]; do sleep 1; done
+    [ -f "$1/pids/watchdog.pid" ] || exit 0
+    echo "owner process $0 is gone: stopping the cluster"
+    rm -f "$1/pids/watchdog.pid"
+    exec "$2" "$1"' "$PORTICO_CLUSTER_OWNER_PID" "$DIR" "$ROOT/hack/cluster-down.sh"
+fi
+
+ok=1
+log "up in $((SECONDS - start_time))s: apiserver $SERVER, $NODES kwok node(s), state in $DIR"
+log "export KUBECONFIG=$KUBECONFIG_PATH"
+echo "$KUBECONFIG_PATH"

@@ -1,0 +1,136 @@
+package gatewayapi
+
+import (
+	"fmt"
+	"net"
+
+	corev1 "k8s.io/api/core/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// Portico's parameters are ProxyConfigs (group portico.dev). A GatewayClass
+// references one with a namespace; a Gateway with
+// spec.infrastructure.parametersRef references one in its own namespace and
+// overrides its class's.
+
+func isProxyConfigRef(group, kind string) bool {
+	return group == v1alpha1.GroupVersion.Group && kind == v1alpha1.Kind
+}
+
+// classParams resolves a GatewayClass parametersRef.
+func (t *translator) classParams(ref *gwv1.ParametersReference) (*v1alpha1.ProxyConfigSpec, *problem) {
+	what := fmt.Sprintf("parametersRef %s %q", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)
+	if !isProxyConfigRef(string(ref.Group), string(ref.Kind)) {
+		return nil, &problem{string(gwv1.GatewayClassReasonInvalidParameters),
+			what + " is not supported: Portico takes a portico.dev ProxyConfig"}
+	}
+	if ref.Namespace == nil || *ref.Namespace == "" {
+		return nil, &problem{string(gwv1.GatewayClassReasonInvalidParameters), what + " needs a namespace: ProxyConfig is namespaced"}
+	}
+	pc := t.snap.ProxyConfigs[resource.Key{Namespace: string(*ref.Namespace), Name: ref.Name}]
+	if pc == nil {
+		return nil, &problem{string(gwv1.GatewayClassReasonInvalidParameters),
+			fmt.Sprintf("%s: ProxyConfig %s/%s does not exist", what, *ref.Namespace, ref.Name)}
+	}
+	return &pc.Spec, nil
+}
+
+// gatewayParams resolves spec.infrastructure.parametersRef of a Gateway.
+func (t *translator) gatewayParams(gw *gwv1.Gateway) (*v1alpha1.ProxyConfigSpec, *problem) {
+	ref := gw.Spec.Infrastructure.ParametersRef
+	what := fmt.Sprintf("infrastructure.parametersRef %s %q", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)
+	if !isProxyConfigRef(string(ref.Group), string(ref.Kind)) {
+		return nil, &problem{string(gwv1.GatewayReasonInvalidParameters), what + " is not supported: Portico takes a portico.dev ProxyConfig"}
+	}
+	pc := t.snap.ProxyConfigs[resource.Key{Namespace: gw.Namespace, Name: ref.Name}]
+	if pc == nil {
+		return nil, &problem{string(gwv1.GatewayReasonInvalidParameters),
+			fmt.Sprintf("%s: ProxyConfig %s/%s does not exist", what, gw.Namespace, ref.Name)}
+	}
+	return &pc.Spec, nil
+}
+
+// proxyReadiness tells, when Portico provisions proxies (Options.
+// Infrastructure), whether a Gateway's proxies can take traffic: its Envoy
+// Deployment has an available replica and its Service has an address. The
+// Deployment and Service are ordinary inputs of the snapshot.
+func (t *translator) proxyReadiness(g *gatewayState) ([]gwv1.GatewayStatusAddress, *problem) {
+	name := infra.Name(g.obj.Name)
+	k := resource.Key{Namespace: g.obj.Namespace, Name: name}
+	svc := t.snap.Services[k]
+	addrs := serviceAddresses(svc, g.proxy != nil && g.proxy.Service.AddressFromClusterIP)
+	dep := t.snap.Deployments[k]
+	switch {
+	case dep == nil:
+		return addrs, &problem{string(gwv1.GatewayReasonPending), fmt.Sprintf("waiting for the Envoy Deployment %s/%s to be created", k.Namespace, name)}
+	case dep.Status.AvailableReplicas < 1:
+		return addrs, &problem{string(gwv1.GatewayReasonPending), fmt.Sprintf("waiting for an available replica of the Envoy Deployment %s/%s", k.Namespace, name)}
+	case len(addrs) == 0:
+		return nil, &problem{string(gwv1.GatewayReasonAddressNotAssigned), fmt.Sprintf("the Service %s/%s has no address yet", k.Namespace, name)}
+	}
+	return addrs, nil
+}
+
+// serviceAddresses are a proxy Service's load-balancer ingress addresses,
+// or its ClusterIPs when clusterIP is set.
+func serviceAddresses(svc *corev1.Service, clusterIP bool) []gwv1.GatewayStatusAddress {
+	if svc == nil {
+		return nil
+	}
+	var out []gwv1.GatewayStatusAddress
+	add := func(v string) {
+		if v == "" || v == corev1.ClusterIPNone {
+			return
+		}
+		typ := gwv1.HostnameAddressType
+		if net.ParseIP(v) != nil {
+			typ = gwv1.IPAddressType
+		}
+		for _, a := range out {
+			if a.Value == v {
+				return
+			}
+		}
+		out = append(out, gwv1.GatewayStatusAddress{Type: &typ, Value: v})
+	}
+	if clusterIP {
+		for _, ip := range svc.Spec.ClusterIPs {
+			add(ip)
+		}
+		if len(svc.Spec.ClusterIPs) == 0 {
+			add(svc.Spec.ClusterIP)
+		}
+		return out
+	}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		add(in.IP)
+		add(in.Hostname)
+	}
+	return out
+}
+
+// infraSpecs lists, for every Gateway of ours, what its proxies need: the
+// effective ProxyConfig and the ports of its programmed listeners.
+func (t *translator) infraSpecs(gws []*ir.Gateway) []infra.Spec {
+	ports := map[resource.Key][]uint32{}
+	for _, g := range gws {
+		k := resource.Key{Namespace: g.Namespace, Name: g.Name}
+		for _, l := range g.Listeners {
+			ports[k] = append(ports[k], l.Port)
+		}
+	}
+	var out []infra.Spec
+	for _, g := range t.gwOrder {
+		s := infra.Spec{Gateway: g.obj, Ports: infra.Ports(ports[g.key()])}
+		if g.proxy != nil {
+			s.Proxy = *g.proxy.DeepCopy()
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,524 @@
+package pki
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/infra"
+)
+
+// Names of the Secrets and Service in the controller namespace.
+const (
+	CASecretName      = "portico-ca"      // ca.crt (active CA first, then older ones), ca.key
+	ServingSecretName = "portico-xds-tls" // tls.crt, tls.key, ca.crt
+	ServiceName       = "portico-xds"
+)
+
+// Secret keys.
+const (
+	CACertKey = "ca.crt"
+	CAKeyKey  = "ca.key"
+	CertKey   = corev1.TLSCertKey       // tls.crt
+	KeyKey    = corev1.TLSPrivateKeyKey // tls.key
+)
+
+// Defaults of Config.
+const (
+	DefaultCAValidity     = 5 * 365 * 24 * time.Hour
+	DefaultServerValidity = 365 * 24 * time.Hour
+	DefaultClientValidity = 365 * 24 * time.Hour
+	DefaultCheckInterval  = time.Hour
+)
+
+// ServerDNSNames are the DNS names of the xDS Service in namespace ns, all
+// of which the serving certificate carries.
+func ServerDNSNames(ns string) []string {
+	return []string{
+		ServiceName,
+		ServiceName + "." + ns,
+		ServiceName + "." + ns + ".svc",
+		ServiceName + "." + ns + ".svc.cluster.local",
+	}
+}
+
+// Config configures a Manager.
+type Config struct {
+	// Client reads and writes Secrets and reads Gateways. Its reads must
+	// go to the API server (not an informer cache): the Manager must see
+	// its own writes, or it would mint a second CA. Its scheme must know
+	// core/v1 and gateway.networking.k8s.io/v1.
+	Client client.Client
+	// Namespace is the controller namespace (CA and serving Secrets).
+	Namespace string
+	// DNSNames and IPs are added to the serving certificate's SANs, after
+	// ServerDNSNames(Namespace).
+	DNSNames []string
+	IPs      []net.IP
+	// Validities of new certificates; zero means the default. A
+	// certificate is renewed two thirds into its lifetime, the CA too; a
+	// replaced CA stays in the ca.crt bundles until it expires, so the
+	// certificates it issued keep verifying.
+	CAValidity, ServerValidity, ClientValidity time.Duration
+	// CheckInterval bounds the time between two checks of Run.
+	CheckInterval time.Duration
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Manager keeps the CA, the xDS serving certificate and the Gateways'
+// client certificates in their Secrets. Only the leader runs it: it writes
+// (server-side apply, field manager "portico").
+type Manager struct {
+	cfg Config
+	mu  sync.Mutex // serialises checks and writes
+}
+
+// NewManager validates cfg and returns a Manager.
+func NewManager(cfg Config) (*Manager, error) {
+	if cfg.Client == nil || cfg.Namespace == "" {
+		return nil, errors.New("pki: client and namespace are required")
+	}
+	if cfg.CAValidity <= 0 {
+		cfg.CAValidity = DefaultCAValidity
+	}
+	if cfg.ServerValidity <= 0 {
+		cfg.ServerValidity = DefaultServerValidity
+	}
+	if cfg.ClientValidity <= 0 {
+		cfg.ClientValidity = DefaultClientValidity
+	}
+	if cfg.CheckInterval <= 0 {
+		cfg.CheckInterval = DefaultCheckInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	cfg.DNSNames = dedupe(append(ServerDNSNames(cfg.Namespace), cfg.DNSNames...))
+	return &Manager{cfg: cfg}, nil
+}
+
+// Run checks the certificates at once and then periodically, every
+// CheckInterval or sooner when one is due for renewal, until ctx is done
+// (the end of the leader's term). Failed checks are retried with backoff.
+// It returns nil when ctx is done.
+func (m *Manager) Run(ctx context.Context) error {
+	backoff := time.Second
+	for {
+		next, err := m.check(ctx)
+		delay := m.cfg.CheckInterval
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			m.cfg.Log.Error("pki check failed, will retry", "error", err, "retry_in", backoff)
+			delay, backoff = backoff, min(2*backoff, m.cfg.CheckInterval)
+		} else {
+			backoff = time.Second
+			if d := next.Sub(m.cfg.Now()); d < delay {
+				delay = max(d, time.Second)
+			}
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Ensure creates or renews, as needed, the CA, the serving certificate, and
+// the existing client certificate Secrets (whose ca.crt follows a CA
+// rotation). It writes nothing when everything is current.
+func (m *Manager) Ensure(ctx context.Context) error {
+	_, err := m.check(ctx)
+	return err
+}
+
+// check is Ensure; it also returns when the next renewal is due.
+func (m *Manager) check(ctx context.Context) (time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.cfg.Now()
+	st, err := m.ensureCA(ctx, now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	next := RenewalTime(st.ca.Certificate())
+	leaf, err := m.ensureServing(ctx, now, st)
+	if err != nil {
+		return time.Time{}, err
+	}
+	next = earliest(next, RenewalTime(leaf))
+
+	var list corev1.SecretList
+	if err := m.cfg.Client.List(ctx, &list,
+		client.MatchingLabels{infra.LabelManagedBy: infra.ManagedByValue},
+		client.HasLabels{infra.LabelGatewayName, infra.LabelGatewayNamespace}); err != nil {
+		return time.Time{}, fmt.Errorf("pki: list client certificate secrets: %w", err)
+	}
+	var errs []error
+	for i := range list.Items {
+		sec := &list.Items[i]
+		ns, gw := sec.Labels[infra.LabelGatewayNamespace], sec.Labels[infra.LabelGatewayName]
+		if ns != sec.Namespace || sec.Name != infra.ClientCertSecretName(gw) || !sec.DeletionTimestamp.IsZero() {
+			continue
+		}
+		leaf, err := m.ensureClient(ctx, now, st, ns, gw, sec, ownerRefs(sec.OwnerReferences))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		next = earliest(next, RenewalTime(leaf))
+	}
+	return next, errors.Join(errs...)
+}
+
+// EnsureClientCert creates or renews the client certificate Secret of
+// Gateway ns/gw (infra.ClientCertSecretName(gw) in ns: tls.crt, tls.key,
+// ca.crt), owned by the Gateway. It fails if the Gateway does not exist.
+func (m *Manager) EnsureClientCert(ctx context.Context, ns, gw string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var g gwv1.Gateway
+	if err := m.cfg.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: gw}, &g); err != nil {
+		return fmt.Errorf("pki: gateway %s/%s: %w", ns, gw, err)
+	}
+	owner := []*metav1ac.OwnerReferenceApplyConfiguration{metav1ac.OwnerReference().
+		WithAPIVersion(gwv1.GroupVersion.String()).WithKind("Gateway").
+		WithName(g.Name).WithUID(g.UID).WithController(true)}
+	now := m.cfg.Now()
+	st, err := m.ensureCA(ctx, now)
+	if err != nil {
+		return err
+	}
+	sec, err := m.get(ctx, ns, infra.ClientCertSecretName(gw))
+	if err != nil {
+		return err
+	}
+	_, err = m.ensureClient(ctx, now, st, ns, gw, sec, owner)
+	return err
+}
+
+// DeleteClientCert deletes the client certificate Secret of Gateway ns/gw;
+// a missing Secret is not an error.
+func (m *Manager) DeleteClientCert(ctx context.Context, ns, gw string) error {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infra.ClientCertSecretName(gw)}}
+	if err := m.cfg.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("pki: delete client certificate of %s/%s: %w", ns, gw, err)
+	}
+	return nil
+}
+
+// caState is the CA that signs, and the bundle of CAs to trust.
+type caState struct {
+	ca     *CA
+	bundle []byte // PEM, active CA first
+	pool   *x509.CertPool
+}
+
+// ensureCA loads the CA Secret and creates or rotates the CA if needed. A
+// rotated CA, and any older CA still valid, stay in the bundle.
+func (m *Manager) ensureCA(ctx context.Context, now time.Time) (*caState, error) {
+	sec, err := m.get(ctx, m.cfg.Namespace, CASecretName)
+	if err != nil {
+		return nil, err
+	}
+	var ca *CA
+	var trusted []*x509.Certificate
+	if sec != nil {
+		ca, err = ParseCA(sec.Data[CACertKey], sec.Data[CAKeyKey])
+		if err != nil {
+			m.cfg.Log.Error("CA secret unusable, creating a new CA", "secret", CASecretName, "error", err)
+		}
+		if certs, err := ParseCertificates(sec.Data[CACertKey]); err == nil {
+			trusted = certs
+		}
+	}
+	rotated := false
+	if ca == nil || NeedsRenewal(ca.CertPEM(), now) {
+		next, err := NewCA(now, m.cfg.CAValidity)
+		if err != nil {
+			return nil, err
+		}
+		if ca != nil {
+			m.cfg.Log.Info("rotating the CA", "old", ca.Certificate().Subject.CommonName,
+				"old_not_after", ca.Certificate().NotAfter, "new", next.Certificate().Subject.CommonName)
+		} else {
+			m.cfg.Log.Info("created the CA", "ca", next.Certificate().Subject.CommonName)
+		}
+		ca, rotated = next, true
+	}
+	bundle := []*x509.Certificate{ca.Certificate()}
+	for _, c := range trusted {
+		if c.IsCA && now.Before(c.NotAfter) && !slices.ContainsFunc(bundle, func(b *x509.Certificate) bool { return b.Equal(c) }) {
+			bundle = append(bundle, c)
+		}
+	}
+	st := &caState{ca: ca, bundle: EncodeCertificates(bundle), pool: x509.NewCertPool()}
+	for _, c := range bundle {
+		st.pool.AddCert(c)
+	}
+	if sec != nil && !rotated && bytes.Equal(sec.Data[CACertKey], st.bundle) && bytes.Equal(sec.Data[CAKeyKey], ca.KeyPEM()) {
+		return st, nil
+	}
+	ac := corev1ac.Secret(CASecretName, m.cfg.Namespace).
+		WithLabels(map[string]string{infra.LabelManagedBy: infra.ManagedByValue}).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(map[string][]byte{CACertKey: st.bundle, CAKeyKey: ca.KeyPEM()})
+	if sec != nil {
+		// Lose a race with another writer rather than overwrite its CA.
+		ac.WithResourceVersion(sec.ResourceVersion)
+	}
+	if err := m.apply(ctx, ac); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// ensureServing keeps the serving certificate Secret current and returns
+// its certificate.
+func (m *Manager) ensureServing(ctx context.Context, now time.Time, st *caState) (*x509.Certificate, error) {
+	sec, err := m.get(ctx, m.cfg.Namespace, ServingSecretName)
+	if err != nil {
+		return nil, err
+	}
+	leaf := validLeaf(sec, st.pool, x509.ExtKeyUsageServerAuth, now)
+	if leaf != nil && !m.serverSANsMatch(leaf) {
+		leaf = nil
+	}
+	labels := map[string]string{infra.LabelManagedBy: infra.ManagedByValue}
+	if leaf != nil && current(sec, st.bundle, labels, nil) {
+		return leaf, nil
+	}
+	certPEM, keyPEM := []byte(nil), []byte(nil)
+	if leaf != nil {
+		certPEM, keyPEM = sec.Data[CertKey], sec.Data[KeyKey] // only ca.crt or metadata changed
+	} else {
+		certPEM, keyPEM, err = st.ca.IssueServer(m.cfg.DNSNames, m.cfg.IPs, now, m.cfg.ServerValidity)
+		if err != nil {
+			return nil, err
+		}
+		if leaf, err = firstCert(certPEM); err != nil {
+			return nil, err
+		}
+		m.cfg.Log.Info("issued the xDS serving certificate", "dns_names", m.cfg.DNSNames,
+			"not_after", leaf.NotAfter)
+	}
+	ac := corev1ac.Secret(ServingSecretName, m.cfg.Namespace).
+		WithLabels(labels).
+		WithType(corev1.SecretTypeTLS).
+		WithData(map[string][]byte{CertKey: certPEM, KeyKey: keyPEM, CACertKey: st.bundle})
+	if err := m.apply(ctx, ac); err != nil {
+		return nil, err
+	}
+	return leaf, nil
+}
+
+// ensureClient keeps the client certificate Secret of ns/gw (sec, nil if
+// absent) current, with the given owner references, and returns its
+// certificate.
+func (m *Manager) ensureClient(ctx context.Context, now time.Time, st *caState, ns, gw string,
+	sec *corev1.Secret, owners []*metav1ac.OwnerReferenceApplyConfiguration) (*x509.Certificate, error) {
+	leaf := validLeaf(sec, st.pool, x509.ExtKeyUsageClientAuth, now)
+	if leaf != nil {
+		if n, g, ok := GatewayFromCert(leaf); !ok || n != ns || g != gw {
+			leaf = nil
+		}
+	}
+	labels := infra.Labels(ns, gw)
+	if leaf != nil && current(sec, st.bundle, labels, owners) {
+		return leaf, nil
+	}
+	var certPEM, keyPEM []byte
+	var err error
+	if leaf != nil {
+		certPEM, keyPEM = sec.Data[CertKey], sec.Data[KeyKey]
+	} else {
+		certPEM, keyPEM, err = st.ca.IssueClient(ns, gw, now, m.cfg.ClientValidity)
+		if err != nil {
+			return nil, err
+		}
+		if leaf, err = firstCert(certPEM); err != nil {
+			return nil, err
+		}
+		m.cfg.Log.Info("issued an xDS client certificate", "gateway", ns+"/"+gw, "not_after", leaf.NotAfter)
+	}
+	ac := corev1ac.Secret(infra.ClientCertSecretName(gw), ns).
+		WithLabels(labels).
+		WithOwnerReferences(owners...).
+		WithType(corev1.SecretTypeTLS).
+		WithData(map[string][]byte{CertKey: certPEM, KeyKey: keyPEM, CACertKey: st.bundle})
+	if err := m.apply(ctx, ac); err != nil {
+		return nil, err
+	}
+	return leaf, nil
+}
+
+// validLeaf returns the certificate of a tls.crt/tls.key Secret if it
+// matches its key, verifies against pool for usage at now, and is not due
+// for renewal; nil otherwise.
+func validLeaf(sec *corev1.Secret, pool *x509.CertPool, usage x509.ExtKeyUsage, now time.Time) *x509.Certificate {
+	if sec == nil {
+		return nil
+	}
+	certPEM, keyPEM := sec.Data[CertKey], sec.Data[KeyKey]
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		return nil
+	}
+	leaf, err := firstCert(certPEM)
+	if err != nil || NeedsRenewal(certPEM, now) {
+		return nil
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+		return nil
+	}
+	return leaf
+}
+
+// current reports whether sec already has the bundle, type, labels and
+// Gateway owners (nil: any) a write would give it.
+func current(sec *corev1.Secret, bundle []byte, labels map[string]string,
+	owners []*metav1ac.OwnerReferenceApplyConfiguration) bool {
+	if !bytes.Equal(sec.Data[CACertKey], bundle) || sec.Type != corev1.SecretTypeTLS {
+		return false
+	}
+	for k, v := range labels {
+		if sec.Labels[k] != v {
+			return false
+		}
+	}
+	if owners == nil {
+		return true
+	}
+	have := ownerRefs(sec.OwnerReferences)
+	if len(have) != len(owners) {
+		return false
+	}
+	for i, h := range have {
+		w := owners[i]
+		if *h.UID != *w.UID || *h.Name != *w.Name || *h.Kind != *w.Kind || *h.APIVersion != *w.APIVersion ||
+			!equalPtr(h.Controller, w.Controller) {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Manager) serverSANsMatch(c *x509.Certificate) bool {
+	if !sameSet(c.DNSNames, m.cfg.DNSNames) {
+		return false
+	}
+	var have, want []string
+	for _, ip := range c.IPAddresses {
+		have = append(have, ip.String())
+	}
+	for _, ip := range m.cfg.IPs {
+		want = append(want, ip.String())
+	}
+	return sameSet(have, want)
+}
+
+// get returns the Secret ns/name, or nil if it does not exist.
+func (m *Manager) get(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	var sec corev1.Secret
+	err := m.cfg.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("pki: get secret %s/%s: %w", ns, name, err)
+	}
+	return &sec, nil
+}
+
+func (m *Manager) apply(ctx context.Context, ac *corev1ac.SecretApplyConfiguration) error {
+	if err := m.cfg.Client.Apply(ctx, ac, client.FieldOwner(infra.FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("pki: apply secret %s/%s: %w", *ac.Namespace, *ac.Name, err)
+	}
+	m.cfg.Log.Debug("secret applied", "secret", *ac.Namespace+"/"+*ac.Name)
+	return nil
+}
+
+// ownerRefs converts owner references to apply configurations, keeping only
+// those of Gateways (the ones this package sets).
+func ownerRefs(refs []metav1.OwnerReference) []*metav1ac.OwnerReferenceApplyConfiguration {
+	out := []*metav1ac.OwnerReferenceApplyConfiguration{}
+	for _, r := range refs {
+		if r.Kind != "Gateway" || !strings.HasPrefix(r.APIVersion, gwv1.GroupName+"/") {
+			continue
+		}
+		o := metav1ac.OwnerReference().WithAPIVersion(r.APIVersion).WithKind(r.Kind).WithName(r.Name).WithUID(r.UID)
+		if r.Controller != nil {
+			o.WithController(*r.Controller)
+		}
+		if r.BlockOwnerDeletion != nil {
+			o.WithBlockOwnerDeletion(*r.BlockOwnerDeletion)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func firstCert(certPEM []byte) (*x509.Certificate, error) {
+	certs, err := ParseCertificates(certPEM)
+	if err != nil {
+		return nil, err
+	}
+	return certs[0], nil
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
