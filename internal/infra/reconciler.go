@@ -236,8 +236,15 @@ func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desir
 			return err
 		}
 	}
+	// Apply freshly rendered objects: Apply writes the server's answer
+	// back into the configuration it is given, which must not leak into
+	// the desired state kept for comparison.
+	objs, err := Render(d.spec.Gateway, d.spec.Proxy, append([]int32(nil), d.spec.Ports...), r.cfg.Params)
+	if err != nil {
+		return err
+	}
 	opts := []client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}
-	for _, obj := range []runtime.ApplyConfiguration{d.objects.ServiceAccount, d.objects.ConfigMap, d.objects.Deployment, d.objects.Service} {
+	for _, obj := range []runtime.ApplyConfiguration{objs.ServiceAccount, objs.ConfigMap, objs.Deployment, objs.Service} {
 		if err := r.cfg.Client.Apply(ctx, obj, opts...); err != nil {
 			r.cfg.Metrics.Writes.WithLabelValues("apply", "error").Inc()
 			return err
