@@ -65,3 +65,14 @@ clean:
 generate:
 	$$(hack/tools.sh controller-gen) object paths=./api/...
 	$$(hack/tools.sh controller-gen) crd paths=./api/... output:crd:dir=config/crd
+
+## cluster-up: a local cluster without containers (etcd, kube-apiserver,
+## controller-manager, scheduler, kwok with a fake Node) on loopback, state
+## in _output/cluster (or $$PORTICO_CLUSTER_DIR); prints the kubeconfig path
+.PHONY: cluster-up cluster-down
+cluster-up:
+	hack/cluster-up.sh
+
+## cluster-down: stop the local cluster and remove its state
+cluster-down:
+	hack/cluster-down.sh

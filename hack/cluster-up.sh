@@ -17,6 +17,8 @@
 #   PORTICO_APISERVER_PORT, PORTICO_ETCD_PORT, PORTICO_ETCD_PEER_PORT
 #                            fixed ports (default: free ports picked at start)
 #   PORTICO_KWOK_NODES       number of fake Nodes (default 1): kwok-node-0, ...
+#   PORTICO_KWOK_NODE_IP     their InternalIP (default 10.240.0.10; Pods get
+#                            IPs from 10.244.0.0/16, Services 10.96.0.0/16)
 #   PORTICO_CLUSTER_TIMEOUT  seconds to wait for readiness (default 120)
 #   PORTICO_KUBE_BINARIES    binary directory (default: hack/kube-binaries.sh --print-dir)
 #   PORTICO_CLUSTER_OWNER_PID
@@ -32,6 +34,8 @@ source "$ROOT/hack/kwok/lib.sh"
 DIR=${1:-${PORTICO_CLUSTER_DIR:-$ROOT/_output/cluster}}
 TIMEOUT=${PORTICO_CLUSTER_TIMEOUT:-120}
 NODES=${PORTICO_KWOK_NODES:-1}
+# The fake Nodes' InternalIP (and the Pods' hostIP); nothing listens there.
+NODE_IP=${PORTICO_KWOK_NODE_IP:-10.240.0.10}
 log() { echo "cluster-up: $*" >&2; }
 die() { log "$*"; exit 1; }
 
@@ -198,6 +202,7 @@ start_component kwok "$BINS/kwok" \
   --manage-all-nodes=false \
   --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --node-lease-duration-seconds=40 \
+  --node-ip="$NODE_IP" \
   --cidr=10.244.0.0/16
 
 for ((i = 0; i < NODES; i++)); do
@@ -224,7 +229,7 @@ if [ -n "${PORTICO_CLUSTER_OWNER_PID:-}" ]; then
     [ -f "$1/pids/watchdog.pid" ] || exit 0
     echo "owner process $0 is gone: stopping the cluster"
     rm -f "$1/pids/watchdog.pid"
-    exec "$2" "$1"' "$PORTICO_CLUSTER_OWNER_PID" "$DIR" "$ROOT/hack/cluster-down.sh"
+    exec "$2" "$1"' "$PORTICO_CLUSTER_OWNER_PID" "$DIR/" "$ROOT/hack/cluster-down.sh"
 fi
 
 ok=1

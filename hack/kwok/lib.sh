@@ -8,8 +8,6 @@
 # process is still running, is not a zombie, and names this directory.
 
 CLUSTER_MARKER=.portico-cluster
-# Stop order does not matter much (all get SIGTERM at once); start order is
-# etcd, kube-apiserver, then the rest.
 CLUSTER_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
 # process_running PID: true when PID exists and is not a zombie.
@@ -34,7 +32,7 @@ cluster_pid() {
   process_running "$pid" || return 1
   # Guard against pid reuse: our processes carry DIR in their arguments.
   if [ -r "/proc/$pid/cmdline" ]; then
-    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir" || return 1
+    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir/" || return 1
   fi
   echo "$pid"
 }
@@ -45,12 +43,24 @@ signal_pid() {
   kill "-$1" -- "-$2" 2>/dev/null || kill "-$1" "$2" 2>/dev/null || true
 }
 
-# stop_cluster DIR: stops every process of the cluster in DIR (SIGTERM, then
-# SIGKILL after PORTICO_CLUSTER_STOP_TIMEOUT seconds, default 15) and waits
-# until none is left.
+# stop_cluster DIR: stops every process of the cluster in DIR and waits
+# until none is left. Clients go first, then kube-apiserver, then etcd: an
+# apiserver whose etcd is gone takes many seconds to shut down.
 stop_cluster() {
+  local dir=$1 rc=0
+  stop_components "$dir" watchdog kwok kube-scheduler kube-controller-manager || rc=1
+  stop_components "$dir" kube-apiserver || rc=1
+  stop_components "$dir" etcd || rc=1
+  return $rc
+}
+
+# stop_components DIR NAME...: SIGTERM to the named components, SIGKILL to
+# those still running after PORTICO_CLUSTER_STOP_TIMEOUT seconds (default
+# 15); returns once all are gone.
+stop_components() {
   local dir=$1 name pid pids=() left deadline
-  for name in watchdog "${CLUSTER_COMPONENTS[@]}"; do
+  shift
+  for name in "$@"; do
     pid=$(cluster_pid "$dir" "$name") || continue
     signal_pid TERM "$pid"
     pids+=("$pid")
@@ -64,7 +74,7 @@ stop_cluster() {
     done
     [ ${#left[@]} -gt 0 ] || return 0
     [ $SECONDS -lt $deadline ] || break
-    sleep 0.1
+    sleep 0.05
   done
   for pid in "${left[@]}"; do
     echo "cluster: pid $pid ignored SIGTERM; sending SIGKILL" >&2
@@ -77,7 +87,7 @@ stop_cluster() {
         echo "cluster: pid $pid still running after SIGKILL" >&2
         return 1
       fi
-      sleep 0.1
+      sleep 0.05
     done
   done
 }

@@ -356,9 +356,8 @@ func createNode(dir, name string) error {
 		"metadata": map[string]any{
 			"name": name,
 			"annotations": map[string]string{
-				"kwok.x-k8s.io/node":             "fake",
-				"node.alpha.kubernetes.io/ttl":   "0",
-				"portico.dev/local-cluster-node": "true",
+				"kwok.x-k8s.io/node":           "fake",
+				"node.alpha.kubernetes.io/ttl": "0",
 			},
 			"labels": map[string]string{
 				"type":                   "kwok",

@@ -8,7 +8,8 @@
 // end; with PORTICO_KUBECONFIG set it uses that cluster instead (e.g. one
 // started by `make cluster-up`, kept between runs). It installs the Gateway
 // API v1.6.3 standard CRDs and Portico's CRDs. Without the binaries
-// (hack/kube-binaries.sh) the tests skip locally and fail in CI (CI=true).
+// (hack/kube-binaries.sh) the tests skip locally and fail in CI (CI=true);
+// with -short they skip.
 //
 // Helpers for tests: kubeClient, restConfig, kubeconfigPath, repoRoot,
 // ctxT, eventually, newNamespace.
@@ -137,6 +138,10 @@ func run(m *testing.M) (code int) {
 	}
 	harness.repo = repo
 
+	if testing.Short() {
+		fmt.Fprintln(os.Stderr, "e2e: SKIP: -short")
+		return 0
+	}
 	kubeconfig := os.Getenv("PORTICO_KUBECONFIG")
 	if kubeconfig == "" {
 		bins, err := kubeBinaries()
