@@ -41,6 +41,9 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	maxDelay := fs.Duration("max-delay", pipeline.DefaultMaxDelay, "longest a change waits for translation while changes keep coming")
 	provision := fs.Bool("provision", true, "provision an Envoy Deployment and Service per Gateway (leader only)")
 	xdsService := fs.String("xds-service-address", "", "`host:port` Envoy dials for xDS (default portico-xds.<namespace>.svc:18000)")
+	xdsTLS := fs.Bool("xds-tls", true, "require mutual TLS on xDS; proxies get only their own Gateway's config")
+	var sans stringList
+	fs.Var(&sans, "xds-extra-san", "extra DNS name or IP of the xDS serving certificate (repeatable)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -90,6 +93,8 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		XDSListener:       xdsLis,
 		AdminListener:     adminLis,
 		Provision:         *provision,
+		XDSTLS:            *xdsTLS,
+		XDSExtraSANs:      sans,
 		XDSServiceAddress: *xdsService,
 		Log:               log,
 	})

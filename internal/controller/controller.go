@@ -24,6 +24,7 @@ import (
 	"github.com/portico-dev/portico/internal/leader"
 	"github.com/portico-dev/portico/internal/metrics"
 	"github.com/portico-dev/portico/internal/pipeline"
+	"github.com/portico-dev/portico/internal/pki"
 	"github.com/portico-dev/portico/internal/provider/kube"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/status"
@@ -57,7 +58,15 @@ type Options struct {
 	// XDSServiceAddress is the host:port proxies dial for xDS (default
 	// portico-xds.<Namespace>.svc:18000).
 	XDSServiceAddress string
-	Log               *slog.Logger
+	// XDSTLS turns on mutual TLS on the xDS server: the leader keeps a CA,
+	// the serving certificate and one client certificate per Gateway in
+	// Secrets; every replica serves with the current serving certificate
+	// and gives a stream only the config of the Gateway its client
+	// certificate names.
+	XDSTLS bool
+	// XDSExtraSANs are extra DNS names or IPs of the serving certificate.
+	XDSExtraSANs []string
+	Log          *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -103,6 +112,9 @@ type Controller struct {
 	xds      *xdsserver.Server
 	writer   *status.Writer
 	infra    *infra.Reconciler // nil unless Options.Provision
+	certs    *pki.Manager      // nil unless Options.XDSTLS
+	serving  *pki.ServingSource
+	termWG   sync.WaitGroup // goroutines of leadership terms
 	elector  *leader.Elector
 	admin    *admin.Server
 }
@@ -148,6 +160,30 @@ func New(opts Options) (*Controller, error) {
 		Metrics:        c.metrics,
 		Log:            log,
 	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("controller: clientset: %w", err)
+	}
+	if opts.XDSTLS {
+		var dns []string
+		var ips []net.IP
+		for _, san := range opts.XDSExtraSANs {
+			if ip := net.ParseIP(san); ip != nil {
+				ips = append(ips, ip)
+			} else {
+				dns = append(dns, san)
+			}
+		}
+		c.certs, err = pki.NewManager(pki.Config{
+			Client: cl, Namespace: opts.Namespace, DNSNames: dns, IPs: ips,
+			Log: log.With("component", "pki"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.serving = pki.NewServingSource(cs, opts.Namespace, log.With("component", "pki"))
+		c.xds.TLS = xdsserver.TLSConfig(c.serving)
+	}
 	if opts.Provision {
 		host, _, err := net.SplitHostPort(opts.XDSServiceAddress)
 		if err != nil {
@@ -159,6 +195,9 @@ func New(opts Options) (*Controller, error) {
 			Metrics: infra.NewMetrics(c.metrics.Registry),
 			Log:     log.With("component", "infra"),
 		})
+		if c.certs != nil {
+			c.infra.SetCerts(c.certs)
+		}
 		pcfg.Infra = c.infra
 		pcfg.Infrastructure = true
 	}
@@ -177,10 +216,6 @@ func New(opts Options) (*Controller, error) {
 		// The reconciler lists provisioned objects from the informer cache.
 		c.infra.SetReader(c.provider.Cache())
 		c.provider.SetInfraObserver(c.infra.Observe)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("controller: clientset: %w", err)
 	}
 	c.elector, err = leader.New(leader.Config{
 		Client:           cs,
@@ -244,6 +279,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.infra != nil {
 		run("infra", func(ctx context.Context) error { c.infra.Run(ctx); return nil })
 	}
+	if c.serving != nil {
+		run("pki-serving", c.serving.Run)
+	}
 	run("xds", func(ctx context.Context) error {
 		// Proxies get config only once the first complete translation is
 		// in the cache: no proxy ever sees an empty or partial snapshot.
@@ -258,6 +296,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	})
 	run("leader", c.elector.Run)
 	wg.Wait()
+	c.termWG.Wait()
 	close(errs)
 	var all []error
 	for err := range errs {
@@ -272,6 +311,16 @@ func (c *Controller) startTerm(ctx context.Context) {
 	c.writer.SetLeading(ctx)
 	if c.infra != nil {
 		c.infra.SetLeading(ctx)
+	}
+	if c.certs != nil && ctx != nil {
+		// The certificate manager runs for the term and stops with it.
+		c.termWG.Add(1)
+		go func() {
+			defer c.termWG.Done()
+			if err := c.certs.Run(ctx); err != nil {
+				c.log.Error("certificate manager stopped", "err", err)
+			}
+		}()
 	}
 }
 
@@ -288,7 +337,7 @@ func (c *Controller) serveLeader(w http.ResponseWriter, _ *http.Request) {
 type readiness struct{ c *Controller }
 
 func (r readiness) Ready() bool {
-	return r.c.provider.Synced() && r.c.pipeline.Ready()
+	return r.c.provider.Synced() && r.c.pipeline.Ready() && (r.c.serving == nil || r.c.serving.Ready())
 }
 func (r readiness) DebugXDS(gw string) (any, bool) { return r.c.pipeline.DebugXDS(gw) }
 func (r readiness) DebugStatus() any               { return r.c.pipeline.DebugStatus() }

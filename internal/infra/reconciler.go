@@ -90,6 +90,10 @@ func New(cfg Config) *Reconciler {
 	}
 }
 
+// SetCerts sets the issuer of the proxies' xDS client certificates; call
+// it before Run.
+func (r *Reconciler) SetCerts(c ClientCerts) { r.cfg.Certs = c }
+
 // SetReader sets the reader of provisioned objects (the informer cache,
 // created after the reconciler). Call it before Run.
 func (r *Reconciler) SetReader(rd client.Reader) { r.cfg.Reader = rd }

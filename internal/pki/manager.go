@@ -169,6 +169,9 @@ func (m *Manager) check(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	next := RenewalTime(st.ca.Certificate())
+	for _, old := range st.certs[1:] {
+		next = earliest(next, old.NotAfter) // leaves the bundle then
+	}
 	leaf, err := m.ensureServing(ctx, now, st)
 	if err != nil {
 		return time.Time{}, err
@@ -237,7 +240,8 @@ func (m *Manager) DeleteClientCert(ctx context.Context, ns, gw string) error {
 // caState is the CA that signs, and the bundle of CAs to trust.
 type caState struct {
 	ca     *CA
-	bundle []byte // PEM, active CA first
+	certs  []*x509.Certificate // trusted CAs, active first
+	bundle []byte              // certs, PEM-encoded
 	pool   *x509.CertPool
 }
 
@@ -279,7 +283,7 @@ func (m *Manager) ensureCA(ctx context.Context, now time.Time) (*caState, error)
 			bundle = append(bundle, c)
 		}
 	}
-	st := &caState{ca: ca, bundle: EncodeCertificates(bundle), pool: x509.NewCertPool()}
+	st := &caState{ca: ca, certs: bundle, bundle: EncodeCertificates(bundle), pool: x509.NewCertPool()}
 	for _, c := range bundle {
 		st.pool.AddCert(c)
 	}

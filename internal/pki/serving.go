@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,9 +37,6 @@ type ServingSource struct {
 
 	cur     atomic.Pointer[servingCert]
 	running atomic.Bool
-
-	mu      sync.Mutex
-	changed []chan struct{} // closed at the next change (tests, waiting)
 }
 
 type servingCert struct {
@@ -120,12 +116,6 @@ func (s *ServingSource) Load(data map[string][]byte, version string) error {
 	s.cur.Store(&servingCert{cert: &cert, pool: pool, version: version})
 	s.log.Info("xDS serving certificate loaded", "version", version,
 		"not_after", cert.Leaf.NotAfter, "serial", cert.Leaf.SerialNumber.Text(16))
-	s.mu.Lock()
-	for _, ch := range s.changed {
-		close(ch)
-	}
-	s.changed = nil
-	s.mu.Unlock()
 	return nil
 }
 
@@ -150,13 +140,4 @@ func (s *ServingSource) Version() string {
 		return cur.version
 	}
 	return ""
-}
-
-// Changed returns a channel closed at the next successful Load.
-func (s *ServingSource) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch := make(chan struct{})
-	s.changed = append(s.changed, ch)
-	return ch
 }

@@ -18,7 +18,8 @@ import (
 
 // callbacks observe the xDS streams of one go-control-plane server: they keep
 // the stream gauges and request/NACK counters, log NACKs, and refuse proxies
-// that do not say which gateway they belong to.
+// that do not say which gateway they belong to, or (with mTLS) whose client
+// certificate names another gateway.
 //
 // They also stop SotW NACK loops. A SotW NACK carries the last version the
 // proxy accepted; the snapshot cache, seeing a version different from its
@@ -52,8 +53,8 @@ type sentState struct{ nonce, version string }
 
 var _ serverv3.Callbacks = (*callbacks)(nil)
 
-func newCallbacks(log *slog.Logger, m *metrics.Metrics, mtls bool) *callbacks {
-	return &callbacks{log: log, m: m, mtls: mtls, sotw: map[int64]*streamState{}, delta: map[int64]*streamState{}}
+func newCallbacks(log *slog.Logger, m *metrics.Metrics) *callbacks {
+	return &callbacks{log: log, m: m, sotw: map[int64]*streamState{}, delta: map[int64]*streamState{}}
 }
 
 // bind returns the state of stream id in streams, binding the stream to the

@@ -6,10 +6,15 @@
 // State-of-the-world and incremental (delta) xDS are both served through ADS;
 // the per-type services (CDS, EDS, LDS, RDS, SDS) are registered too for
 // proxies that do not use ADS.
+//
+// With Server.TLS set the server requires mTLS, and a proxy may only ask for
+// the Gateway named by its client certificate (see auth.go): node.cluster
+// must equal it, or the stream is refused with PermissionDenied.
 package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +33,7 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/portico-dev/portico/internal/metrics"
@@ -57,6 +63,11 @@ type Server struct {
 	// remaining connections are closed. Zero means DefaultShutdownTimeout.
 	// Set it before calling Serve.
 	ShutdownTimeout time.Duration
+	// TLS, when not nil, makes Serve require mTLS with this configuration
+	// (see TLSConfig) and bind each stream to the Gateway of its verified
+	// client certificate. Nil serves plaintext to any proxy (standalone
+	// mode). Set it before calling Serve.
+	TLS *tls.Config
 
 	log   *slog.Logger
 	m     *metrics.Metrics
@@ -183,19 +194,26 @@ func ServerOptions() []grpc.ServerOption {
 
 // Serve serves xDS over gRPC on lis until ctx is done, then stops gracefully,
 // waiting at most ShutdownTimeout before closing remaining connections. Open
-// xDS streams end when ctx is done. opts (e.g. TLS credentials) are added to
-// ServerOptions. It returns nil after a shutdown caused by ctx, or the error
+// xDS streams end when ctx is done. opts are added to ServerOptions (and the
+// credentials of TLS); pass TLS credentials through the TLS field, not opts,
+// so that streams are authorized. It returns nil after a shutdown caused by ctx, or the error
 // that made the gRPC server fail. lis is closed on return.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
-	gs := grpc.NewServer(append(ServerOptions(), opts...)...)
+	all := ServerOptions()
+	if s.TLS != nil {
+		all = append(all, grpc.Creds(credentials.NewTLS(s.TLS)))
+	}
+	gs := grpc.NewServer(append(all, opts...)...)
 	// Each Serve has its own xDS server (whose stream handlers end with
 	// ctx) and its own callbacks (stream ids are per xDS server).
-	xds := serverv3.NewServer(ctx, s.cache, newCallbacks(s.log, s.m))
+	cb := newCallbacks(s.log, s.m)
+	cb.mtls = s.TLS != nil
+	xds := serverv3.NewServer(ctx, s.cache, cb)
 	register(gs, xds)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()
-	s.log.Info("xds server listening", "address", lis.Addr().String())
+	s.log.Info("xds server listening", "address", lis.Addr().String(), "mtls", s.TLS != nil)
 
 	select {
 	case err := <-serveErr:
