@@ -117,6 +117,8 @@ func startReplica(t *testing.T, w world, name string) *replica {
 		XDSListener:       xl,
 		AdminListener:     al,
 		Provision:         true,
+		XDSTLS:            true,
+		XDSExtraSANs:      []string{"127.0.0.1"},
 		XDSServiceAddress: "portico-xds." + w.ns + ".svc:18000",
 		Log: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})).
 			With("replica", name),

@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/portico-dev/portico/internal/infra"
+)
+
+// fetchListeners opens an ADS stream to addr presenting the client
+// certificate of a Secret (nil: none) as node.cluster and returns the
+// listener names of the first response.
+func fetchListeners(addr, cluster string, secret *corev1.Secret, serverCA []byte) ([]string, error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(serverCA)
+	tc := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	if secret != nil {
+		cert, err := tls.X509KeyPair(secret.Data["tls.crt"], secret.Data["tls.key"])
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "e2e", Cluster: cluster}, TypeUrl: resourcev3.ListenerType}); err != nil {
+		return nil, err
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, r := range resp.Resources {
+		names = append(names, r.TypeUrl)
+	}
+	return names, nil
+}
+
+// The Envoy pods of a Gateway get a client certificate naming it; with it a
+// proxy gets its Gateway's config over mTLS, asking as another Gateway is
+// refused, and a client without a certificate is refused.
+func TestXDSClientCertificates(t *testing.T) {
+	w := newWorld(t)
+	r := startReplica(t, w, "solo")
+	a := createGateway(t, w, "alpha")
+	createGateway(t, w, "beta")
+	ctx := ctxT(t)
+	var secret corev1.Secret
+	eventually(t, 60*time.Second, "client certificate Secret of alpha", func() error {
+		return kubeClient().Get(ctx, types.NamespacedName{Namespace: w.ns, Name: infra.ClientCertSecretName(a.Name)}, &secret)
+	})
+	eventually(t, 30*time.Second, "alpha's config over mTLS", func() error {
+		names, err := fetchListeners(r.xds, w.ns+"/alpha", &secret, secret.Data["ca.crt"])
+		if err != nil {
+			return err
+		}
+		if len(names) != 1 {
+			return fmt.Errorf("%d listeners", len(names))
+		}
+		return nil
+	})
+	_, err := fetchListeners(r.xds, w.ns+"/beta", &secret, secret.Data["ca.crt"])
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("asking as beta with alpha's certificate: %v, want PermissionDenied", err)
+	}
+	_, err = fetchListeners(r.xds, w.ns+"/alpha", nil, secret.Data["ca.crt"])
+	if err == nil {
+		t.Error("a client without a certificate got config")
+	} else if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("no-certificate client hung instead of being refused: %v", err)
+	}
+}
