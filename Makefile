@@ -76,3 +76,13 @@ cluster-up:
 ## cluster-down: stop the local cluster and remove its state
 cluster-down:
 	hack/cluster-down.sh
+
+.PHONY: manifests test-install
+
+## manifests: copy the CRDs into charts/portico/crds/ and render install.yaml from the chart
+manifests:
+	hack/render-install.sh
+
+## test-install: the chart's golden, lint and RBAC-by-impersonation tests (helm via hack/tools.sh)
+test-install:
+	KUBEBUILDER_ASSETS=$$(hack/kube-binaries.sh --print-dir etcd kube-apiserver) $(GO) test -count=1 -v ./test/install/

@@ -196,7 +196,7 @@ func objectMeta(gw *gwv1.Gateway) renderedMeta {
 	}
 	m.owner = metav1ac.OwnerReference().
 		WithAPIVersion(gwv1.GroupVersion.String()).WithKind("Gateway").
-		WithName(gw.Name).WithUID(gw.UID).WithController(true).WithBlockOwnerDeletion(true)
+		WithName(gw.Name).WithUID(gw.UID).WithController(true)
 	return m
 }
 
