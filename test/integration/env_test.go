@@ -56,7 +56,9 @@ func run(m *testing.M) int {
 	}
 	env = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{crds},
+		// Gateway API and Portico's own CRDs (go test runs in this
+		// package's directory).
+		CRDDirectoryPaths:     []string{crds, filepath.Join("..", "..", "config", "crd")},
 		ErrorIfCRDPathMissing: true,
 	}
 	restCfg, err = env.Start()
