@@ -16,6 +16,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -29,6 +30,72 @@ const xdsClusterName = "xds_cluster"
 // from the controller's xDS Service with mutual TLS, the admin interface
 // listens on localhost only, and a readiness listener answers /ready.
 func Bootstrap(ns, gw string, p Params) (string, error) {
+	files, err := BootstrapFiles(ns, gw, p)
+	if err != nil {
+		return "", err
+	}
+	return files[bootstrapFile], nil
+}
+
+// Names of the file-based SDS secrets of the xDS connection.
+const (
+	sdsClientCert = "portico-xds-client"
+	sdsCA         = "portico-xds-ca"
+	sdsClientFile = "sds-xds-client.json"
+	sdsCAFile     = "sds-xds-ca.json"
+)
+
+// BootstrapFiles renders the files of the bootstrap ConfigMap: the
+// bootstrap itself and the two file-based SDS resources it references.
+func BootstrapFiles(ns, gw string, p Params) (map[string]string, error) {
+	boot, err := bootstrap(ns, gw, p)
+	if err != nil {
+		return nil, err
+	}
+	watched := &corev3.WatchedDirectory{Path: xdsCertDir}
+	client, err := sdsFile(&tlsv3.Secret{Name: sdsClientCert, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+		CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: xdsCertDir + "/tls.crt"}},
+		PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: xdsCertDir + "/tls.key"}},
+		WatchedDirectory: watched,
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	ca, err := sdsFile(&tlsv3.Secret{Name: sdsCA, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+		TrustedCa:        &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: xdsCertDir + "/ca.crt"}},
+		WatchedDirectory: watched,
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{bootstrapFile: boot, sdsClientFile: client, sdsCAFile: ca}, nil
+}
+
+// sdsFile is a file-based SDS resource: a DiscoveryResponse holding one
+// Secret.
+func sdsFile(s *tlsv3.Secret) (string, error) {
+	if err := s.ValidateAll(); err != nil {
+		return "", err
+	}
+	a, err := anypb.New(s)
+	if err != nil {
+		return "", err
+	}
+	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&discoveryv3.DiscoveryResponse{Resources: []*anypb.Any{a}})
+	return string(out), err
+}
+
+func fileSDS(path string) *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ResourceApiVersion: corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_PathConfigSource{PathConfigSource: &corev3.PathConfigSource{
+			Path:             path,
+			WatchedDirectory: &corev3.WatchedDirectory{Path: bootstrapDir},
+		}},
+	}
+}
+
+func bootstrap(ns, gw string, p Params) (string, error) {
 	host, portStr, err := net.SplitHostPort(p.XDSAddress)
 	if err != nil {
 		return "", fmt.Errorf("infra: xDS address %q: %w", p.XDSAddress, err)
@@ -45,20 +112,31 @@ func Bootstrap(ns, gw string, p Params) (string, error) {
 		ResourceApiVersion:    corev3.ApiVersion_V3,
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
 	}
+	// The client certificate and the CA come by file-based SDS watching
+	// the mounted Secret's directory, so Envoy picks up rotated
+	// certificates without a restart (Kubernetes swaps the files
+	// atomically).
 	tlsCtx := &tlsv3.UpstreamTlsContext{
 		Sni: serverName,
 		CommonTlsContext: &tlsv3.CommonTlsContext{
-			TlsCertificates: []*tlsv3.TlsCertificate{{
-				CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: xdsCertDir + "/tls.crt"}},
-				PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: xdsCertDir + "/tls.key"}},
+			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{
+				Name:      sdsClientCert,
+				SdsConfig: fileSDS(bootstrapDir + "/" + sdsClientFile),
 			}},
-			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: xdsCertDir + "/ca.crt"}},
-				MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{
-					SanType: tlsv3.SubjectAltNameMatcher_DNS,
-					Matcher: exact(serverName),
-				}},
-			}},
+			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{
+				CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+					DefaultValidationContext: &tlsv3.CertificateValidationContext{
+						MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{
+							SanType: tlsv3.SubjectAltNameMatcher_DNS,
+							Matcher: exact(serverName),
+						}},
+					},
+					ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{
+						Name:      sdsCA,
+						SdsConfig: fileSDS(bootstrapDir + "/" + sdsCAFile),
+					},
+				},
+			},
 		},
 	}
 	tlsAny, err := anypb.New(tlsCtx)

@@ -48,7 +48,7 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 	labels := Labels(ns, gw.Name)
 	meta := objectMeta(gw)
 
-	boot, err := Bootstrap(ns, gw.Name, p)
+	files, err := BootstrapFiles(ns, gw.Name, p)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 
 	cm := corev1ac.ConfigMap(name, ns).
 		WithLabels(meta.labels).WithAnnotations(meta.annotations).WithOwnerReferences(meta.owner).
-		WithData(map[string]string{bootstrapFile: boot})
+		WithData(files)
 
 	container := corev1ac.Container().
 		WithName("envoy").

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,8 +104,25 @@ func TestBootstrap(t *testing.T) {
 	if got := b.DynamicResources.AdsConfig.ApiType.String(); got != "DELTA_GRPC" {
 		t.Errorf("ADS api type = %s", got)
 	}
-	if !strings.Contains(out, "/etc/portico/xds/tls.key") || !strings.Contains(out, "envoy.transport_sockets.tls") {
-		t.Error("xDS connection is not mutual TLS")
+	if !strings.Contains(out, "envoy.transport_sockets.tls") || !strings.Contains(out, sdsClientFile) || !strings.Contains(out, sdsCAFile) {
+		t.Error("xDS connection is not mutual TLS with file-based SDS")
+	}
+	files, err := BootstrapFiles("apps", "edge", params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{sdsClientFile, sdsCAFile} {
+		dr := &discoveryv3.DiscoveryResponse{}
+		if err := protojson.Unmarshal([]byte(files[name]), dr); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sec := &tlsv3.Secret{}
+		if len(dr.Resources) != 1 || dr.Resources[0].UnmarshalTo(sec) != nil || sec.ValidateAll() != nil {
+			t.Fatalf("%s does not hold one valid Secret", name)
+		}
+		if !strings.Contains(files[name], "/etc/portico/xds") || !strings.Contains(files[name], "watchedDirectory") {
+			t.Errorf("%s does not watch the certificate directory: %s", name, files[name])
+		}
 	}
 	if _, err := Bootstrap("apps", "edge", Params{XDSAddress: "no-port"}); err == nil {
 		t.Error("a bad xDS address was accepted")
