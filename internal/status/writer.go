@@ -13,7 +13,6 @@ package status
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -323,6 +322,3 @@ func replace[T any](dst *T, next T) bool {
 	*dst = next
 	return true
 }
-
-// ErrUnknownKind is returned for a status of a kind the writer cannot write.
-var ErrUnknownKind = errors.New("unknown kind")
