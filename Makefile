@@ -88,6 +88,7 @@ test-install:
 	KUBEBUILDER_ASSETS=$$(hack/kube-binaries.sh --print-dir etcd kube-apiserver) $(GO) test -count=1 -v ./test/install/
 
 .PHONY: conformance
+CONFORMANCE_TIMEOUT ?= 20m
 ## conformance: the upstream Gateway API v1.6.3 conformance suite (status
 ## subset: traffic tests skipped, no data plane) on a kwok cluster with two
 ## Portico replicas; report in _output/conformance-report.yaml, full log in
@@ -96,7 +97,7 @@ conformance:
 	@mkdir -p _output
 	@echo "conformance: running (full log: _output/conformance.log)"
 	@PORTICO_CONFORMANCE=1 PORTICO_CONFORMANCE_REPORT=$(CURDIR)/_output/conformance-report.yaml \
-	$(GO) test -count=1 -timeout 20m -v -run '^(TestSkipListMatchesSuiteSource|TestConformance)$$' ./test/conformance/ \
+	$(GO) test -count=1 -timeout $(CONFORMANCE_TIMEOUT) -v -run '^(TestSkipListMatchesSuiteSource|TestConformance)$$' ./test/conformance/ \
 		>_output/conformance.log 2>&1; rc=$$?; \
 	grep -E -- '^--- |^(ok|FAIL)\b|_test\.go:[0-9]+: (suite v|setup in|suite ran|passed |FAILED|report:|timed out)' _output/conformance.log; \
 	if [ $$rc -ne 0 ]; then echo "conformance: FAILED, last lines of _output/conformance.log:"; tail -60 _output/conformance.log; fi; \

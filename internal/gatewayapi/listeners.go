@@ -341,7 +341,17 @@ func detectConflicts(merged []*listener) {
 		portProto[l.port] = l.protocol
 	}
 	for _, l := range merged {
-		if l.set == nil || l.unsupported {
+		if l.set == nil {
+			continue
+		}
+		if l.unsupported {
+			// An unsupported protocol on a port other listeners hold is a
+			// protocol conflict; such a listener never claims a port.
+			p, claimed := portProto[l.port]
+			if l.invalid != nil && l.invalid.reason == string(gwv1.ListenerReasonUnsupportedProtocol) &&
+				(poisoned[l.port] || (claimed && p != l.protocol)) {
+				l.conflict = gwv1.ListenerReasonProtocolConflict
+			}
 			continue
 		}
 		k := hostKey{l.port, l.protocol, l.hostname}
