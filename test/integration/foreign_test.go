@@ -121,12 +121,20 @@ func TestSharedRouteStatus(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // pacing of the foreign writer, not a wait for our result
 		}
 	}()
+	eventually(t, 10*time.Second, "the foreign writer running", func() bool { return theirWrites.Load() >= 5 })
 	update(f, &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "shared"}}, func(r *gwv1.HTTPRoute) {
 		r.Spec.Hostnames = []gwv1.Hostname{"shared.example.com"}
 	})
 	eventually(t, 15*time.Second, "our update lands despite the concurrent writer", func() bool { return f.routeAccepted("shared") && hasForeignRoute(f) })
+	// Keep the foreign writer going a while after our update: each of its
+	// writes is an event we check, and none may make us write again.
+	mark := theirWrites.Load()
+	eventually(t, 10*time.Second, "more foreign writes after ours", func() bool { return theirWrites.Load() >= mark+20 })
 	close(stop)
 	wg.Wait()
+	if !f.routeAccepted("shared") || !hasForeignRoute(f) {
+		t.Fatal("after the concurrent writes, our or their entry is wrong")
+	}
 	ours := rep.faults.statusWrites.Load() - before
 	t.Logf("concurrent writer: %d writes, %d conflicts; ours: %d writes", theirWrites.Load(), theirConflicts.Load(), ours)
 	// One write per needed change (the spec change), plus none for the
