@@ -217,8 +217,16 @@ func New(opts Options) (*Controller, error) {
 		c.infra.SetReader(c.provider.Cache())
 		c.provider.SetInfraObserver(c.infra.Observe)
 	}
+	// Leader election gets its own client whose requests time out, so that
+	// a hung API server cannot hold a renewal (or the release) forever.
+	lcfg := rest.CopyConfig(cfg)
+	lcfg.Timeout = opts.RenewDeadline
+	lcs, err := kubernetes.NewForConfig(lcfg)
+	if err != nil {
+		return nil, fmt.Errorf("controller: clientset: %w", err)
+	}
 	c.elector, err = leader.New(leader.Config{
-		Client:           cs,
+		Client:           lcs,
 		Namespace:        opts.Namespace,
 		Name:             opts.LeaderElectionID,
 		Identity:         opts.Identity,

@@ -45,7 +45,8 @@ type Config struct {
 // Elector campaigns for the Lease until its context ends.
 type Elector struct {
 	cfg     Config
-	leading atomic.Bool
+	leading atomic.Bool // IsLeader
+	inTerm  atomic.Bool // between OnStartedLeading and OnStoppedLeading
 }
 
 // DefaultIdentity is the pod (host) name plus a random suffix, so two
@@ -91,12 +92,15 @@ func (e *Elector) IsLeader() bool { return e.leading.Load() }
 // ctx is done. On return the Lease is released if this replica held it, so
 // that a successor takes over at once.
 func (e *Elector) Run(ctx context.Context) error {
-	lock := &resourcelock.LeaseLock{
+	lock := &watchedLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1ObjectMeta(e.cfg.Namespace, e.cfg.Name),
 		Client:     e.cfg.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
-	}
+	}}
 	for ctx.Err() == nil {
+		// A round ends when client-go's elector returns, or when our
+		// watchdog ends the term first.
+		round, endRound := context.WithCancel(ctx)
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			LeaseDuration:   e.cfg.LeaseDuration,
@@ -106,6 +110,12 @@ func (e *Elector) Run(ctx context.Context) error {
 			Name:            e.cfg.Name,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(term context.Context) {
+					// The term also ends when the Lease was not renewed
+					// for RenewDeadline, even while client-go is still
+					// waiting on a hung renewal: writes stop in time.
+					term, stop := context.WithCancel(term)
+					go e.watchdog(term, func() { stop(); endRound() }, lock)
+					e.inTerm.Store(true)
 					e.leading.Store(true)
 					e.cfg.Metrics.Leader.Set(1)
 					e.cfg.Metrics.Transitions.Inc()
@@ -115,7 +125,8 @@ func (e *Elector) Run(ctx context.Context) error {
 					}
 				},
 				OnStoppedLeading: func() {
-					if !e.leading.Swap(false) {
+					e.leading.Store(false)
+					if !e.inTerm.Swap(false) {
 						return // never led in this round
 					}
 					e.cfg.Metrics.Leader.Set(0)
@@ -132,11 +143,13 @@ func (e *Elector) Run(ctx context.Context) error {
 			},
 		})
 		if err != nil {
+			endRound()
 			return err
 		}
 		// Run returns when the term ends (or ctx is done); the term's
 		// context has been cancelled by then.
-		le.Run(ctx)
+		le.Run(round)
+		endRound()
 		if ctx.Err() == nil {
 			e.cfg.Log.Warn("lost the lease; campaigning again", "identity", e.cfg.Identity)
 			// A short pause so a flapping API server does not spin us.
@@ -147,6 +160,55 @@ func (e *Elector) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// watchdog ends the term (stop) once the last successful renewal of the
+// Lease is older than RenewDeadline, and returns when the term ends.
+func (e *Elector) watchdog(term context.Context, stop context.CancelFunc, lock *watchedLock) {
+	tick := time.NewTicker(min(e.cfg.RetryPeriod/2, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-term.Done():
+			return
+		case <-tick.C:
+			if since := lock.sinceRenew(); since > e.cfg.RenewDeadline {
+				e.cfg.Log.Warn("lease not renewed within the renew deadline; stopping writes",
+					"identity", e.cfg.Identity, "since_renewal", since.Round(time.Millisecond))
+				e.leading.Store(false)
+				e.cfg.Metrics.Leader.Set(0)
+				stop()
+				return
+			}
+		}
+	}
+}
+
+// watchedLock records when the Lease was last written successfully
+// (acquired or renewed).
+type watchedLock struct {
+	resourcelock.Interface
+	renewed atomic.Int64 // unix nanoseconds
+}
+
+func (l *watchedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, r)
+	if err == nil {
+		l.renewed.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+func (l *watchedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, r)
+	if err == nil {
+		l.renewed.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+func (l *watchedLock) sinceRenew() time.Duration {
+	return time.Since(time.Unix(0, l.renewed.Load()))
 }
 
 // Metrics of leader election.

@@ -148,7 +148,7 @@ func TestPartitionedLeader(t *testing.T) {
 
 	leader.faults.failAll.Store(true)
 	start := time.Now()
-	stopped := eventually(t, testRenew+2*time.Second, "partitioned leader steps down", func() bool { return !leader.c.IsLeader() })
+	stopped := eventually(t, testRenew+500*time.Millisecond, "partitioned leader steps down", func() bool { return !leader.c.IsLeader() })
 	writesAtStepDown := leader.faults.statusWrites.Load()
 	t.Logf("partitioned leader stopped leading after %s (renew deadline %s)", stopped.Round(time.Millisecond), testRenew)
 
