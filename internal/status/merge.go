@@ -63,37 +63,52 @@ func mergeListenerSet(live gwv1.ListenerSetStatus, desired *gwv1.ListenerSetStat
 }
 
 // mergeRoute replaces this controller's entries of status.parents with the
-// desired ones and keeps every other controller's entries where they were.
-// Our entries follow the foreign ones, in desired order, so the result is
-// stable and repeated merges do not reorder the list. A nil desired removes
-// all of our entries (the route no longer references any parent of ours).
+// desired ones and keeps every other controller's entries untouched. The
+// live order is kept: our entry for a parentRef stays where it is, entries
+// for new parentRefs are appended, entries for parentRefs we no longer
+// serve are removed. So a merge onto a status that already holds our
+// desired entries changes nothing, wherever another controller put its
+// own. A nil desired removes all of our entries.
 func mergeRoute(live gwv1.RouteStatus, desired *gwv1.RouteStatus, controller gwv1.GatewayController, now metav1.Time) gwv1.RouteStatus {
-	var out gwv1.RouteStatus
-	var ours []gwv1.RouteParentStatus
-	for _, p := range live.Parents {
-		if p.ControllerName == controller {
-			ours = append(ours, p)
-			continue
+	var want []gwv1.RouteParentStatus
+	if desired != nil {
+		for _, d := range desired.Parents {
+			d = *d.DeepCopy()
+			d.ControllerName = controller
+			defaultParentRef(&d.ParentRef)
+			want = append(want, d)
 		}
-		out.Parents = append(out.Parents, *p.DeepCopy())
 	}
-	if desired == nil {
-		return out
-	}
-	for _, d := range desired.Parents {
-		d = *d.DeepCopy()
-		d.ControllerName = controller
-		defaultParentRef(&d.ParentRef)
-		var prev []metav1.Condition
-		for _, p := range ours {
-			ref := *p.ParentRef.DeepCopy()
-			defaultParentRef(&ref)
-			if reflect.DeepEqual(ref, d.ParentRef) {
-				prev = p.Conditions
-				break
+	used := make([]bool, len(want))
+	find := func(ref gwv1.ParentReference) int {
+		defaultParentRef(&ref)
+		for i := range want {
+			if !used[i] && reflect.DeepEqual(ref, want[i].ParentRef) {
+				return i
 			}
 		}
-		d.Conditions = mergeConditions(prev, d.Conditions, now)
+		return -1
+	}
+	var out gwv1.RouteStatus
+	for _, p := range live.Parents {
+		if p.ControllerName != controller {
+			out.Parents = append(out.Parents, *p.DeepCopy())
+			continue
+		}
+		i := find(*p.ParentRef.DeepCopy())
+		if i < 0 {
+			continue // a parentRef we no longer serve
+		}
+		used[i] = true
+		d := want[i]
+		d.Conditions = mergeConditions(p.Conditions, d.Conditions, now)
+		out.Parents = append(out.Parents, d)
+	}
+	for i, d := range want {
+		if used[i] {
+			continue
+		}
+		d.Conditions = mergeConditions(nil, d.Conditions, now)
 		out.Parents = append(out.Parents, d)
 	}
 	return out

@@ -136,3 +136,22 @@ func TestPublishCoalescesAndClearsRoutes(t *testing.T) {
 		t.Fatalf("route entry = %+v, want one with a nil Route; class kept = %v", e, gcKept)
 	}
 }
+
+// Another controller may put its entry before or after ours; merging our
+// unchanged entries onto either order changes nothing.
+func TestMergeRouteKeepsLiveOrder(t *testing.T) {
+	foreign := parent("example.com/other", "theirs", cond("Accepted", "True", t0))
+	mine := parent(ours, "gw", cond("Accepted", "True", t0))
+	desired := &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{parent("", "gw", cond("Accepted", "True", t1))}}
+	for _, order := range [][]gwv1.RouteParentStatus{{mine, foreign}, {foreign, mine}} {
+		live := gwv1.RouteStatus{Parents: order}
+		first := mergeRoute(live, desired, ours, t1)
+		second := mergeRoute(first, desired, ours, t1)
+		if !equality.Semantic.DeepEqual(first, second) {
+			t.Errorf("merge is not idempotent for order %v", order)
+		}
+		if first.Parents[0].ControllerName != order[0].ControllerName {
+			t.Errorf("merge reordered the entries: %v", first.Parents)
+		}
+	}
+}
