@@ -137,8 +137,8 @@ func New(opts Options) (*Controller, error) {
 	scheme := kube.NewScheme()
 
 	c := &Controller{opts: opts, log: log, metrics: metrics.New()}
-	// The status writer reads live objects from the API server, not the
-	// cache, so its writes carry the newest resourceVersion.
+	// The status writer compares with the informer cache first and reads
+	// live objects after a conflict.
 	cl, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("controller: client: %w", err)
@@ -212,6 +212,7 @@ func New(opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.writer.SetReader(c.provider.Cache())
 	if c.infra != nil {
 		// The reconciler lists provisioned objects from the informer cache.
 		c.infra.SetReader(c.provider.Cache())

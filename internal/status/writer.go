@@ -32,10 +32,13 @@ import (
 
 // Config configures a Writer.
 type Config struct {
-	// Client writes status subresources and reads live objects. Reads go to
-	// the API server (not a cache) so that a write is based on the newest
-	// resourceVersion and conflicts are rare.
-	Client         client.Client
+	// Client writes status subresources and reads live objects.
+	Client client.Client
+	// Reader, when set, is the informer cache: the first attempt for an
+	// object compares with (and writes on top of) the cached object, which
+	// costs no request when nothing changed; a retry after a conflict or
+	// error reads the live object through Client.
+	Reader         client.Reader
 	ControllerName string
 	Workers        int
 	// WriteTimeout bounds one API call, so a hung API server costs a retry,
@@ -178,6 +181,10 @@ func (w *Writer) SetLeading(ctx context.Context) {
 	w.cfg.Metrics.QueueDepth.Set(float64(w.queue.Len()))
 }
 
+// SetReader sets Config.Reader (the informer cache, created after the
+// writer); call it before Run.
+func (w *Writer) SetReader(r client.Reader) { w.cfg.Reader = r }
+
 // Pending is the number of objects waiting to be checked or written.
 func (w *Writer) Pending() int { return w.queue.Len() }
 
@@ -214,7 +221,7 @@ func (w *Writer) processNext() bool {
 		w.queue.Forget(key)
 		return true
 	}
-	err := w.write(lead, e)
+	err := w.write(lead, e, w.queue.NumRequeues(key) == 0)
 	switch {
 	case err == nil:
 		w.queue.Forget(key)
@@ -238,7 +245,7 @@ func (w *Writer) processNext() bool {
 
 // write reads the live object, merges, and updates its status unless that
 // changes nothing.
-func (w *Writer) write(ctx context.Context, e *entry) error {
+func (w *Writer) write(ctx context.Context, e *entry, fromCache bool) error {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
 	defer cancel()
 	s := &e.status
@@ -247,7 +254,13 @@ func (w *Writer) write(ctx context.Context, e *entry) error {
 		return err
 	}
 	nn := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
-	if err := w.cfg.Client.Get(ctx, nn, obj); err != nil {
+	if fromCache && w.cfg.Reader != nil {
+		if err := w.cfg.Reader.Get(ctx, nn, obj); err != nil {
+			return err
+		}
+		// The cache shares its objects: never modify one.
+		obj = obj.DeepCopyObject().(client.Object)
+	} else if err := w.cfg.Client.Get(ctx, nn, obj); err != nil {
 		return err
 	}
 	now := metav1.NewTime(w.cfg.Clock().Truncate(time.Second))
