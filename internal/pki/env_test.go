@@ -10,11 +10,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/portico-dev/portico/internal/testenv"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +44,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
-	assets, err := binaryAssets()
+	assets, err := testenv.BinaryDir()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			fmt.Fprintf(os.Stderr, "pki: %v (CI=true: failing instead of skipping)\n", err)
@@ -55,7 +53,7 @@ func run(m *testing.M) int {
 		envErr = err
 		return m.Run()
 	}
-	crds, err := gatewayAPICRDs()
+	crds, err := testenv.GatewayAPICRDs()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pki: %v\n", err)
 		return 1
@@ -92,44 +90,6 @@ func needEnv(t *testing.T) {
 	if restCfg == nil {
 		t.Skipf("no kube-apiserver: %v (run hack/kube-binaries.sh)", envErr)
 	}
-}
-
-func binaryAssets() (string, error) {
-	dirs := []string{os.Getenv("KUBEBUILDER_ASSETS")}
-	cache := os.Getenv("PORTICO_CACHE")
-	if cache == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			cache = filepath.Join(home, ".cache", "portico")
-		}
-	}
-	dirs = append(dirs, filepath.Join(cache, "k8s-v1.37.2"))
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		ok := true
-		for _, b := range []string{"kube-apiserver", "etcd"} {
-			if st, err := os.Stat(filepath.Join(d, b)); err != nil || st.Mode()&0o111 == 0 {
-				ok = false
-			}
-		}
-		if ok {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("kube-apiserver and etcd not found in KUBEBUILDER_ASSETS or %s", strings.Join(dirs[1:], ", "))
-}
-
-func gatewayAPICRDs() (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
-	if err != nil {
-		return "", fmt.Errorf("locating sigs.k8s.io/gateway-api: %w", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
-	if _, err := os.Stat(dir); err != nil {
-		return "", err
-	}
-	return dir, nil
 }
 
 // newNamespace creates a namespace of its own for t.

@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"fmt"
+	"github.com/portico-dev/portico/internal/testenv"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 func apiServer(t *testing.T) *rest.Config {
 	t.Helper()
 	envtestState.once.Do(func() {
-		assets, err := binaryAssets()
+		assets, err := testenv.BinaryDir()
 		if err != nil {
 			envtestState.err = err
 			return
@@ -75,34 +76,6 @@ func apiServer(t *testing.T) *rest.Config {
 		t.Fatal(envtestState.fail)
 	}
 	return envtestState.cfg
-}
-
-// binaryAssets finds kube-apiserver and etcd: KUBEBUILDER_ASSETS, or the
-// cache of hack/kube-binaries.sh.
-func binaryAssets() (string, error) {
-	dirs := []string{os.Getenv("KUBEBUILDER_ASSETS")}
-	cache := os.Getenv("PORTICO_CACHE")
-	if cache == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			cache = filepath.Join(home, ".cache", "portico")
-		}
-	}
-	dirs = append(dirs, filepath.Join(cache, "k8s-v1.37.2"))
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		ok := true
-		for _, b := range []string{"kube-apiserver", "etcd"} {
-			if st, err := os.Stat(filepath.Join(d, b)); err != nil || st.Mode()&0o111 == 0 {
-				ok = false
-			}
-		}
-		if ok {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("kube-apiserver and etcd not found in KUBEBUILDER_ASSETS or %s", strings.Join(dirs[1:], ", "))
 }
 
 // logBuffer is a concurrency-safe log sink.

@@ -10,11 +10,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"github.com/portico-dev/portico/internal/testenv"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -40,7 +39,7 @@ func run(m *testing.M) int {
 	// logs go to the test log.
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
-	assets, err := binaryAssets()
+	assets, err := testenv.BinaryDir()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			fmt.Fprintf(os.Stderr, "integration: %v (CI=true: failing instead of skipping)\n", err)
@@ -49,7 +48,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "integration: SKIP: %v (run hack/kube-binaries.sh)\n", err)
 		return 0
 	}
-	crds, err := gatewayAPICRDs()
+	crds, err := testenv.GatewayAPICRDs()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "integration: %v\n", err)
 		return 1
@@ -73,47 +72,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-// binaryAssets finds kube-apiserver and etcd.
-func binaryAssets() (string, error) {
-	dirs := []string{os.Getenv("KUBEBUILDER_ASSETS")}
-	cache := os.Getenv("PORTICO_CACHE")
-	if cache == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			cache = filepath.Join(home, ".cache", "portico")
-		}
-	}
-	dirs = append(dirs, filepath.Join(cache, "k8s-v1.37.2"))
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		ok := true
-		for _, b := range []string{"kube-apiserver", "etcd"} {
-			if st, err := os.Stat(filepath.Join(d, b)); err != nil || st.Mode()&0o111 == 0 {
-				ok = false
-			}
-		}
-		if ok {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("kube-apiserver and etcd not found in KUBEBUILDER_ASSETS or %s", strings.Join(dirs[1:], ", "))
-}
-
-// gatewayAPICRDs is the standard-channel CRD directory of the pinned
-// gateway-api module.
-func gatewayAPICRDs() (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
-	if err != nil {
-		return "", fmt.Errorf("locating sigs.k8s.io/gateway-api: %w", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
-	if _, err := os.Stat(dir); err != nil {
-		return "", err
-	}
-	return dir, nil
 }
 
 // ctxT is a context cancelled when the test ends.
