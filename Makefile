@@ -23,7 +23,7 @@ run: build
 ## test: everything CI runs. The integration tests need kube-apiserver and
 ## etcd: the first run builds them from the Go module proxy (10-20 min on 2
 ## cores) into $$HOME/.cache/portico; later runs reuse them.
-test: vet kube-binaries test-unit test-race fuzz
+test: vet kube-binaries test-unit test-race fuzz conformance test-faults
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -102,3 +102,20 @@ conformance:
 	grep -E -- '^--- |^(ok|FAIL)\b|_test\.go:[0-9]+: (suite v|setup in|suite ran|passed |FAILED|report:|timed out)' _output/conformance.log; \
 	if [ $$rc -ne 0 ]; then echo "conformance: FAILED, last lines of _output/conformance.log:"; tail -60 _output/conformance.log; fi; \
 	exit $$rc
+
+.PHONY: bench-suite
+
+## bench-suite: issue 6's benchmark suite on a kwok cluster with two controller
+## processes (~20 min): _output/bench/results.json, charts in docs/bench/ and
+## BENCHMARKS.md. BENCH_FLAGS=-quick: N = 100 and 1,000, fewer probes (~5 min),
+## everything into _output/bench/ only
+bench-suite: kube-binaries
+	$(GO) run ./test/bench/cmd/portico-bench $(BENCH_FLAGS)
+
+.PHONY: test-faults
+
+## test-faults: the HA fault suite (test/faults, ~4 min): controller processes
+## behind fault proxies on a kwok cluster; figures in
+## _output/faults/figures.json and figures.md (docs/reliability.md)
+test-faults: kube-binaries
+	PORTICO_FAULTS=1 $(GO) test ./test/faults/... -count=1 -v -timeout 20m

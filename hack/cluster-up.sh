@@ -21,6 +21,9 @@
 #                            IPs from 10.244.0.0/16, Services 10.96.0.0/16)
 #   PORTICO_CLUSTER_TIMEOUT  seconds to wait for readiness (default 120)
 #   PORTICO_KUBE_BINARIES    binary directory (default: hack/kube-binaries.sh --print-dir)
+#   PORTICO_APISERVER_EXTRA_ARGS
+#                            extra kube-apiserver flags, split on whitespace
+#                            (e.g. the audit log flags of test/bench)
 #   PORTICO_CLUSTER_OWNER_PID
 #                            if set, a watchdog runs hack/cluster-down.sh DIR
 #                            once that process is gone (used by test/e2e so
@@ -159,6 +162,7 @@ start_component etcd "$BINS/etcd" \
   --unsafe-no-fsync \
   --log-level=warn
 
+read -r -a apiserver_extra_args <<<"${PORTICO_APISERVER_EXTRA_ARGS:-}"
 start_component kube-apiserver "$BINS/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --bind-address=127.0.0.1 \
@@ -174,7 +178,8 @@ start_component kube-apiserver "$BINS/kube-apiserver" \
   --service-cluster-ip-range=10.96.0.0/16 \
   --authorization-mode=Node,RBAC \
   --allow-privileged=true \
-  --profiling=false
+  --profiling=false \
+  ${apiserver_extra_args[@]+"${apiserver_extra_args[@]}"}
 
 wait_until "kube-apiserver /readyz at $SERVER" "$HELPER" readyz "$DIR"
 
