@@ -1,9 +1,11 @@
 package gatewayapi
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -16,6 +18,12 @@ import (
 // maxWeight is the largest backendRef weight (the CRD maximum); larger
 // values are clamped so that sums of weights cannot overflow.
 const maxWeight = 1000000
+
+// clusterRef is a Service port as a backendRef names it.
+type clusterRef struct {
+	namespace, name string
+	port            int32
+}
 
 // clusterDef is one port of one Service that routes refer to.
 type clusterDef struct {
@@ -42,6 +50,18 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 	ns := rs.ns()
 	if ref.Namespace != nil && *ref.Namespace != "" {
 		ns = string(*ref.Namespace)
+	}
+	if group == "" && kind == "Service" {
+		t.read(resource.KindService, resource.Key{Namespace: ns, Name: string(ref.Name)})
+		if ns != rs.ns() {
+			t.readGrants(ns)
+		}
+	}
+	if group == "" && kind == "Service" && ref.Port != nil && (ns == rs.ns() || t.grants.allows(objRef{gwv1.GroupName, rs.kind, rs.ns()}, "", "Service", ns, string(ref.Name))) {
+		// The common case, without building strings.
+		if def, ok := t.clusterByRef[clusterRef{ns, string(ref.Name), int32(*ref.Port)}]; ok {
+			return def, nil
+		}
 	}
 	id := ns + "/" + string(ref.Name)
 	if group != "" || kind != "Service" {
@@ -89,6 +109,7 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 		}
 	}
 	t.clusters[name] = def
+	t.clusterByRef[clusterRef{ns, string(ref.Name), int32(port)}] = def
 	return def, nil
 }
 
@@ -97,12 +118,22 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 // nil ready counts as ready), with the target port of the slice port named
 // like the Service port. They are deduplicated and sorted.
 func (t *translator) endpointsOf(def *clusterDef) []ir.Endpoint {
+	if t.memo != nil {
+		return t.memo.endpointsOf(t.snap, def)
+	}
 	if def.computed {
 		return def.endpoints
 	}
 	def.computed = true
-	seen := map[ir.Endpoint]bool{}
-	for _, es := range t.snap.EndpointSlicesFor(def.svc) {
+	def.endpoints = clusterEndpoints(t.snap, def.svc, def.port.Name)
+	return def.endpoints
+}
+
+// clusterEndpoints computes the ready endpoints of the port named portName
+// of a Service (see endpointsOf).
+func clusterEndpoints(snap *resource.Snapshot, svc resource.Key, portName string) []ir.Endpoint {
+	var out []ir.Endpoint
+	for _, es := range snap.EndpointSlicesFor(svc) {
 		if es == nil || (es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6) {
 			continue
 		}
@@ -112,7 +143,7 @@ func (t *translator) endpointsOf(def *clusterDef) []ir.Endpoint {
 			if p.Name != nil {
 				name = *p.Name
 			}
-			if name != def.port.Name || p.Port == nil || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) {
+			if name != portName || p.Port == nil || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) {
 				continue
 			}
 			target = *p.Port
@@ -129,22 +160,18 @@ func (t *translator) endpointsOf(def *clusterDef) []ir.Endpoint {
 				if a == "" {
 					continue
 				}
-				e := ir.Endpoint{Address: a, Port: uint32(target)}
-				if !seen[e] {
-					seen[e] = true
-					def.endpoints = append(def.endpoints, e)
-				}
+				out = append(out, ir.Endpoint{Address: a, Port: uint32(target)})
 			}
 		}
 	}
-	sort.Slice(def.endpoints, func(i, j int) bool {
-		a, b := def.endpoints[i], def.endpoints[j]
-		if a.Address != b.Address {
-			return a.Address < b.Address
+	// Sorted, then deduplicated: equal endpoints are adjacent.
+	slices.SortFunc(out, func(a, b ir.Endpoint) int {
+		if c := strings.Compare(a.Address, b.Address); c != 0 {
+			return c
 		}
-		return a.Port < b.Port
+		return cmp.Compare(a.Port, b.Port)
 	})
-	return def.endpoints
+	return slices.Compact(out)
 }
 
 // backendSet accumulates the backendRefs of one rule.

@@ -2,7 +2,9 @@ package gatewayapi
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -27,6 +29,25 @@ type irBuilder struct {
 	gw       *ir.Gateway
 	clusters map[string]*ir.Cluster
 	secrets  map[string]*ir.Secret
+	// oldVhosts are the virtual hosts of the Gateway's previous
+	// translation, newVhosts those of this one (with a memo only).
+	oldVhosts, newVhosts map[vhostKey]*vhostMemo
+}
+
+// irMemo is what the last IR of a Gateway was built from, with a memo.
+type irMemo struct {
+	vhosts map[vhostKey]*vhostMemo
+	// uses counts the uses of each cluster by the virtual hosts; clusters
+	// is the IR's list of them.
+	uses     map[string]*clusterCount
+	clusters []*ir.Cluster
+}
+
+// clusterCount counts the virtual hosts using a cluster, and those of them
+// asking for HTTP/2.
+type clusterCount struct {
+	def   *clusterDef
+	n, h2 int
 }
 
 func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
@@ -35,6 +56,14 @@ func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 		gw:       &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name},
 		clusters: map[string]*ir.Cluster{},
 		secrets:  map[string]*ir.Secret{},
+	}
+	var prev *irMemo
+	if t.memo != nil {
+		prev = t.memo.irs[g.key()]
+		if prev != nil {
+			b.oldVhosts = prev.vhosts
+		}
+		b.newVhosts = map[vhostKey]*vhostMemo{}
 	}
 	byPort := map[int32][]*listener{}
 	var ports []int32
@@ -57,10 +86,16 @@ func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 			b.gw.Listeners = append(b.gw.Listeners, b.httpListener(port, ls))
 		}
 	}
-	for _, c := range b.clusters {
-		b.gw.Clusters = append(b.gw.Clusters, c)
+	if b.newVhosts != nil {
+		m := b.memoClusters(prev)
+		t.memo.irs[g.key()] = m
+		b.gw.Clusters = m.clusters
+	} else {
+		for _, c := range b.clusters {
+			b.gw.Clusters = append(b.gw.Clusters, c)
+		}
+		sort.Slice(b.gw.Clusters, func(i, j int) bool { return b.gw.Clusters[i].Name < b.gw.Clusters[j].Name })
 	}
-	sort.Slice(b.gw.Clusters, func(i, j int) bool { return b.gw.Clusters[i].Name < b.gw.Clusters[j].Name })
 	for _, s := range b.secrets {
 		b.gw.Secrets = append(b.gw.Secrets, s)
 	}
@@ -93,10 +128,10 @@ func (b *irBuilder) httpsListener(port int32, ls []*listener) *ir.Listener {
 		if host != "" {
 			fc.ServerNames = []string{host}
 		}
-		for _, c := range l.certs {
+		for i, c := range l.certs {
 			fc.CertificateSecrets = append(fc.CertificateSecrets, c)
-			if e := b.t.secrets[c]; e.secret != nil {
-				b.secrets[c] = e.secret
+			if sec := l.secrets[i]; sec != nil {
+				b.secrets[c] = sec
 			}
 		}
 		fc.RouteConfig = b.routeConfig(fc.Name, uint32(port), []*listener{l})
@@ -117,20 +152,126 @@ func vhostName(host string) string {
 // HTTP/2 when its appProtocol says so or a GRPCRoute of the Gateway uses it.
 func (b *irBuilder) useClusters(cr *compiledRoute, grpc bool) {
 	for _, def := range cr.clusters {
-		c := b.clusters[def.name]
-		if c == nil {
-			c = &ir.Cluster{
-				Name:             def.name,
-				ServiceNamespace: def.svc.Namespace,
-				ServiceName:      def.svc.Name,
-				ServicePort:      def.port.Port,
-				Protocol:         ir.UpstreamHTTP1,
-				Endpoints:        b.t.endpointsOf(def),
-			}
-			b.clusters[def.name] = c
+		b.useCluster(def, grpc)
+	}
+}
+
+func (b *irBuilder) useCluster(def *clusterDef, grpc bool) {
+	c := b.clusters[def.name]
+	if c == nil {
+		c = &ir.Cluster{
+			Name:             def.name,
+			ServiceNamespace: def.svc.Namespace,
+			ServiceName:      def.svc.Name,
+			ServicePort:      def.port.Port,
+			Protocol:         ir.UpstreamHTTP1,
+			Endpoints:        b.t.endpointsOf(def),
 		}
-		if def.h2 || grpc {
-			c.Protocol = ir.UpstreamHTTP2
+		b.clusters[def.name] = c
+	}
+	if def.h2 || grpc {
+		c.Protocol = ir.UpstreamHTTP2
+	}
+}
+
+// memoClusters computes the clusters of the IR from the uses of its
+// virtual hosts, updating the counts of the previous IR for the virtual
+// hosts that changed, and reusing its cluster list when no cluster
+// appeared, disappeared or changed.
+func (b *irBuilder) memoClusters(prev *irMemo) *irMemo {
+	m := &irMemo{vhosts: b.newVhosts}
+	// before holds, for the clusters whose counts change, whether they
+	// were used, and used by HTTP/2, before.
+	type state struct{ used, h2 bool }
+	before := map[string]state{}
+	add := func(v *vhostMemo, d int) {
+		for _, u := range v.uses {
+			c := m.uses[u.def.name]
+			if c == nil {
+				c = &clusterCount{def: u.def}
+				m.uses[u.def.name] = c
+			}
+			if d > 0 {
+				// The latest definition: an older one may predate a
+				// change of the Service (whose users were all rebuilt).
+				c.def = u.def
+			}
+			if _, ok := before[u.def.name]; !ok {
+				before[u.def.name] = state{c.n > 0, c.h2 > 0}
+			}
+			c.n += d
+			if u.grpc || u.def.h2 {
+				c.h2 += d
+			}
 		}
 	}
+	dirty := map[string]bool{}
+	if prev == nil {
+		m.uses = map[string]*clusterCount{}
+		for _, v := range b.newVhosts {
+			add(v, 1)
+		}
+	} else {
+		// The previous counts are taken over: prev is not used again.
+		m.uses = prev.uses
+		for k, v := range prev.vhosts {
+			if b.newVhosts[k] != v {
+				add(v, -1)
+			}
+		}
+		for k, v := range b.newVhosts {
+			if prev.vhosts[k] != v {
+				add(v, 1)
+			}
+		}
+		for name, st := range before {
+			c := m.uses[name]
+			if st != (state{c.n > 0, c.h2 > 0}) {
+				dirty[name] = true
+			}
+		}
+		// Clusters of Services whose endpoints may have changed.
+		if len(b.t.dirtyServices) > 0 {
+			for name, c := range m.uses {
+				if c.n > 0 && hasKey(b.t.dirtyServices, c.def.svc) {
+					dirty[name] = true
+				}
+			}
+		}
+		if len(dirty) == 0 {
+			m.clusters = prev.clusters
+			return m
+		}
+	}
+	var old map[string]*ir.Cluster
+	if prev != nil {
+		old = make(map[string]*ir.Cluster, len(prev.clusters))
+		for _, c := range prev.clusters {
+			old[c.Name] = c
+		}
+	}
+	for name, c := range m.uses {
+		if c.n <= 0 {
+			delete(m.uses, name)
+			continue
+		}
+		if oc := old[name]; oc != nil && !dirty[name] {
+			m.clusters = append(m.clusters, oc)
+			continue
+		}
+		proto := ir.UpstreamHTTP1
+		if c.h2 > 0 {
+			proto = ir.UpstreamHTTP2
+		}
+		m.clusters = append(m.clusters, &ir.Cluster{
+			Name:             name,
+			ServiceNamespace: c.def.svc.Namespace,
+			ServiceName:      c.def.svc.Name,
+			ServicePort:      c.def.port.Port,
+			Protocol:         proto,
+			Endpoints:        b.t.endpointsOf(c.def),
+		})
+	}
+	slices.SortFunc(m.clusters, func(a, b *ir.Cluster) int { return strings.Compare(a.Name, b.Name) })
+	return m
 }

@@ -32,7 +32,9 @@ func (t *translator) processClasses() {
 		cs := &classState{obj: gc, accepted: true}
 		c := newConditions(gc.Generation)
 		if ref := gc.Spec.ParametersRef; ref != nil {
+			prevOwner := t.ownedBy(resource.Ref{Kind: resource.KindGatewayClass, Key: resource.Key{Name: name}})
 			cs.proxy, cs.problem = t.classParams(ref)
+			t.owner = prevOwner
 		}
 		if cs.problem != nil {
 			cs.accepted = false
@@ -74,7 +76,8 @@ func (g *gatewayState) key() resource.Key {
 // processGateways selects the Gateways of our classes and validates them
 // and their own listeners.
 func (t *translator) processGateways() {
-	for _, k := range resource.SortedKeys(t.snap.Gateways) {
+	keys := t.scope.gatewayKeys(t.snap)
+	for _, k := range keys {
 		gw := t.snap.Gateways[k]
 		if gw == nil {
 			continue
@@ -83,6 +86,7 @@ func (t *translator) processGateways() {
 		if cs == nil {
 			continue
 		}
+		prevOwner := t.ownedBy(gatewayRef(k))
 		g := &gatewayState{obj: gw, proxy: cs.proxy}
 		var paramsProblem *problem
 		if gw.Spec.Infrastructure != nil && gw.Spec.Infrastructure.ParametersRef != nil {
@@ -118,6 +122,7 @@ func (t *translator) processGateways() {
 		}
 		t.gateways[k] = g
 		t.gwOrder = append(t.gwOrder, g)
+		t.owner = prevOwner
 	}
 }
 
@@ -138,7 +143,7 @@ type listenerSetState struct {
 // processListenerSets resolves the parent of every ListenerSet. Those whose
 // parent is not a Gateway of ours get no status.
 func (t *translator) processListenerSets() {
-	for _, k := range resource.SortedKeys(t.snap.ListenerSets) {
+	for _, k := range t.scope.setKeys(t.snap) {
 		ls := t.snap.ListenerSets[k]
 		if ls == nil {
 			continue
@@ -157,7 +162,9 @@ func (t *translator) processListenerSets() {
 		}
 		s := &listenerSetState{obj: ls, gw: g}
 		if al := g.obj.Spec.AllowedListeners; al != nil && al.Namespaces != nil {
+			prevOwner := t.ownedBy(gatewayRef(g.key()))
 			s.allowed = newNSPolicy(al.Namespaces.From, al.Namespaces.Selector, gwv1.NamespacesFromNone, g.obj.Namespace).allows(t, ls.Namespace)
+			t.owner = prevOwner
 		}
 		if s.allowed {
 			g.sets = append(g.sets, s)
@@ -169,7 +176,9 @@ func (t *translator) processListenerSets() {
 // finishListeners merges each Gateway's listeners with those of its
 // ListenerSets, detects conflicts and decides acceptance.
 func (t *translator) finishListeners() {
+	defer t.ownedBy(t.owner)
 	for _, g := range t.gwOrder {
+		t.owner = gatewayRef(g.key())
 		sort.SliceStable(g.sets, func(i, j int) bool {
 			a, b := g.sets[i].obj, g.sets[j].obj
 			return olderFirst(a.CreationTimestamp, b.CreationTimestamp, a.Namespace, a.Name, b.Namespace, b.Name)
@@ -215,7 +224,9 @@ func (t *translator) finishListeners() {
 
 // gatewayStatuses emits the status of every Gateway and ListenerSet of ours.
 func (t *translator) gatewayStatuses() {
+	defer t.ownedBy(t.owner)
 	for _, g := range t.gwOrder {
+		t.owner = gatewayRef(g.key())
 		gw := g.obj
 		c := newConditions(gw.Generation)
 		var bad []string

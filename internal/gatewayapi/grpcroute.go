@@ -100,12 +100,12 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 		clusters = append(clusters, set.clusters...)
 	}
 	for j := range irMatches {
-		r := tmpl
-		r.Name = fmt.Sprintf("grpcroute/%s/%s/rule/%d/match/%d", rs.meta.Namespace, rs.meta.Name, idx, j)
-		r.Match = irMatches[j]
-		k := keys[j]
-		k.setRoute(rs, idx, j)
-		rs.rules.routes = append(rs.rules.routes, &compiledRoute{route: &r, key: k, clusters: clusters})
+		cr := &compiledRoute{ir: tmpl, key: keys[j], clusters: clusters}
+		cr.route = &cr.ir
+		cr.ir.Name = irRouteName(rs, idx, j)
+		cr.ir.Match = irMatches[j]
+		cr.key.setRoute(rs, idx, j)
+		rs.rules.routes = append(rs.rules.routes, cr)
 	}
 }
 

@@ -2,6 +2,8 @@ package gatewayapi
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -12,9 +14,26 @@ import (
 // compiledRoute is one match of one valid rule, ready to be placed in
 // virtual hosts.
 type compiledRoute struct {
-	route    *ir.Route
+	route    *ir.Route // &ir, allocated with the compiledRoute
+	ir       ir.Route
 	key      precedence
 	clusters []*clusterDef // backends and mirrors
+	// placed is the placement (placeRoutes call) that last placed it.
+	placed uint64
+	// withPort is route with the redirect port of portOf (see
+	// withListenerPort), made once.
+	withPort *ir.Route
+	portOf   uint32
+}
+
+// irRouteName is the ir.Route name of match j of rule idx of a route:
+// "<kind>/<ns>/<name>/rule/<idx>/match/<j>".
+func irRouteName(rs *routeState, idx, j int) string {
+	prefix := "httproute/"
+	if rs.kind == KindGRPCRoute {
+		prefix = "grpcroute/"
+	}
+	return prefix + rs.meta.Namespace + "/" + rs.meta.Name + "/rule/" + strconv.Itoa(idx) + "/match/" + strconv.Itoa(j)
 }
 
 // defaultHTTPRule is the rule the API server defaults an HTTPRoute without
@@ -148,12 +167,12 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		}
 	}
 	for j := range irMatches {
-		r := tmpl
-		r.Name = fmt.Sprintf("%s/%s/%s/rule/%d/match/%d", strings.ToLower(rs.kind), rs.meta.Namespace, rs.meta.Name, idx, j)
-		r.Match = irMatches[j]
-		k := keys[j]
-		k.setRoute(rs, idx, j)
-		rs.rules.routes = append(rs.rules.routes, &compiledRoute{route: &r, key: k, clusters: clusters})
+		cr := &compiledRoute{ir: tmpl, key: keys[j], clusters: clusters}
+		cr.route = &cr.ir
+		cr.ir.Name = irRouteName(rs, idx, j)
+		cr.ir.Match = irMatches[j]
+		cr.key.setRoute(rs, idx, j)
+		rs.rules.routes = append(rs.rules.routes, cr)
 	}
 }
 
@@ -235,26 +254,22 @@ func httpMatch(m *gwv1.HTTPRouteMatch) (ir.Match, precedence, *ruleError) {
 	}
 	key.pathLen = len(value)
 
-	seen := map[string]bool{}
 	for _, h := range m.Headers {
 		sm, err := stringMatch(string(h.Name), h.Value, (*string)(h.Type), "header")
 		if err != nil {
 			return out, key, err
 		}
 		// Only the first of equivalent (case-insensitive) names counts.
-		if k := strings.ToLower(sm.Name); !seen[k] {
-			seen[k] = true
+		if !slices.ContainsFunc(out.Headers, func(o ir.StringMatch) bool { return strings.EqualFold(o.Name, sm.Name) }) {
 			out.Headers = append(out.Headers, sm)
 		}
 	}
-	seenQ := map[string]bool{}
 	for _, q := range m.QueryParams {
 		sm, err := stringMatch(string(q.Name), q.Value, (*string)(q.Type), "query parameter")
 		if err != nil {
 			return out, key, err
 		}
-		if !seenQ[sm.Name] {
-			seenQ[sm.Name] = true
+		if !slices.ContainsFunc(out.QueryParams, func(o ir.StringMatch) bool { return o.Name == sm.Name }) {
 			out.QueryParams = append(out.QueryParams, sm)
 		}
 	}

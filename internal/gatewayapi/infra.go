@@ -32,6 +32,7 @@ func (t *translator) classParams(ref *gwv1.ParametersReference) (*v1alpha1.Proxy
 	if ref.Namespace == nil || *ref.Namespace == "" {
 		return nil, &problem{string(gwv1.GatewayClassReasonInvalidParameters), what + " needs a namespace: ProxyConfig is namespaced"}
 	}
+	t.read(resource.KindProxyConfig, resource.Key{Namespace: string(*ref.Namespace), Name: ref.Name})
 	pc := t.snap.ProxyConfigs[resource.Key{Namespace: string(*ref.Namespace), Name: ref.Name}]
 	if pc == nil {
 		return nil, &problem{string(gwv1.GatewayClassReasonInvalidParameters),
@@ -47,6 +48,7 @@ func (t *translator) gatewayParams(gw *gwv1.Gateway) (*v1alpha1.ProxyConfigSpec,
 	if !isProxyConfigRef(string(ref.Group), string(ref.Kind)) {
 		return nil, &problem{string(gwv1.GatewayReasonInvalidParameters), what + " is not supported: Portico takes a portico.dev ProxyConfig"}
 	}
+	t.read(resource.KindProxyConfig, resource.Key{Namespace: gw.Namespace, Name: ref.Name})
 	pc := t.snap.ProxyConfigs[resource.Key{Namespace: gw.Namespace, Name: ref.Name}]
 	if pc == nil {
 		return nil, &problem{string(gwv1.GatewayReasonInvalidParameters),
@@ -62,6 +64,8 @@ func (t *translator) gatewayParams(gw *gwv1.Gateway) (*v1alpha1.ProxyConfigSpec,
 func (t *translator) proxyReadiness(g *gatewayState) ([]gwv1.GatewayStatusAddress, *problem) {
 	name := infra.Name(g.obj.Name)
 	k := resource.Key{Namespace: g.obj.Namespace, Name: name}
+	t.read(resource.KindService, k)
+	t.read(resource.KindDeployment, k)
 	svc := t.snap.Services[k]
 	addrs := serviceAddresses(svc, g.proxy != nil && g.proxy.Service.AddressFromClusterIP)
 	dep := t.snap.Deployments[k]

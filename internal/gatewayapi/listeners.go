@@ -43,10 +43,17 @@ type listener struct {
 	conflict    gwv1.ListenerConditionReason // "" when not conflicted
 	overlapping bool
 	certs       []string // names of ir.Secrets
+	// secrets are the ir.Secrets of certs, when valid.
+	secrets []*ir.Secret
 
 	attachments []*attachment
 	routes      int32       // distinct accepted routes attached
 	lastRoute   *routeState // the last route counted in routes
+	// byHost indexes the live attachments by effective hostname (see
+	// hostIndex); kindCount counts the attachments of HTTPRoutes and
+	// GRPCRoutes.
+	byHost    map[string][]*attachment
+	kindCount [2]int
 }
 
 // kindName is "Gateway" or "ListenerSet", the kind owning the listener.
@@ -222,12 +229,13 @@ func (t *translator) listenerTLS(l *listener, from objRef) {
 			continue
 		}
 		l.certs = append(l.certs, name)
+		l.secrets = append(l.secrets, t.secrets[name].secret)
 	}
 	if len(msgs) > 0 {
 		// The route-kinds problem, if any, is less important than this one.
 		l.unresolved = &problem{reason, strings.Join(msgs, "; ")}
 		l.noCerts = true
-		l.certs = nil
+		l.certs, l.secrets = nil, nil
 	}
 }
 
@@ -248,6 +256,10 @@ func (t *translator) resolveCertificate(ref gwv1.SecretObjectReference, from obj
 	if group != "" || kind != "Secret" {
 		return "", &problem{string(gwv1.ListenerReasonInvalidCertificateRef),
 			fmt.Sprintf("%s %s is not supported; only core Secrets are", groupKind(group, kind), id)}
+	}
+	t.read(resource.KindSecret, resource.Key{Namespace: ns, Name: string(ref.Name)})
+	if ns != from.namespace {
+		t.readGrants(ns)
 	}
 	if !t.grants.allows(from, "", "Secret", ns, string(ref.Name)) {
 		return "", &problem{string(gwv1.ListenerReasonRefNotPermitted),

@@ -69,6 +69,7 @@ func grantMatches(spec gwv1.ReferenceGrantSpec, from objRef, toGroup, toKind, to
 // present in the snapshot also carries kubernetes.io/metadata.name, as the
 // API server sets it on every namespace; an absent namespace has no labels.
 func (t *translator) namespaceLabels(name string) labels.Set {
+	t.read(resource.KindNamespace, resource.Key{Name: name})
 	if set, ok := t.nsLabels[name]; ok {
 		return set
 	}

@@ -39,6 +39,7 @@ type attachment struct {
 	listener  *listener
 	hostnames []string // effective hostnames, "" for any
 	lost      bool     // lost an HTTPRoute/GRPCRoute hostname collision
+	parent    int      // index of its parentState in route.parents
 }
 
 // compiledRules is the translation of a route's rules, independent of its
@@ -74,32 +75,90 @@ func (r *routeState) ns() string { return r.meta.Namespace }
 
 // processRoutes compiles and attaches every HTTPRoute and GRPCRoute.
 func (t *translator) processRoutes() {
-	for _, k := range resource.SortedKeys(t.snap.HTTPRoutes) {
+	httpKeys, grpcKeys := t.scope.routeKeys(t.snap)
+	for _, k := range httpKeys {
 		r := t.snap.HTTPRoutes[k]
 		if r == nil {
 			continue
 		}
-		rs := newRouteState(KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r.Status.Parents)
-		t.compileHTTPRoute(rs, r.Spec.Rules)
+		rs := newRouteState(KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Status.Parents)
+		t.compile(rs, resource.Ref{Kind: resource.KindHTTPRoute, Key: k}, r.Spec.Hostnames, func() { t.compileHTTPRoute(rs, r.Spec.Rules) })
 		t.attach(rs)
+		rs.attachAll()
 		t.routes = append(t.routes, rs)
 	}
-	for _, k := range resource.SortedKeys(t.snap.GRPCRoutes) {
+	for _, k := range grpcKeys {
 		r := t.snap.GRPCRoutes[k]
 		if r == nil {
 			continue
 		}
-		rs := newRouteState(KindGRPCRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r.Status.Parents)
-		t.compileGRPCRoute(rs, r.Spec.Rules)
+		rs := newRouteState(KindGRPCRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Status.Parents)
+		t.compile(rs, resource.Ref{Kind: resource.KindGRPCRoute, Key: k}, r.Spec.Hostnames, func() { t.compileGRPCRoute(rs, r.Spec.Rules) })
 		t.attach(rs)
+		rs.attachAll()
 		t.routes = append(t.routes, rs)
 	}
 	t.resolveKindCollisions()
 	t.countAttachedRoutes()
 }
 
-func newRouteState(kind string, meta *metav1.ObjectMeta, spec gwv1.CommonRouteSpec, hostnames []gwv1.Hostname, prev []gwv1.RouteParentStatus) *routeState {
-	rs := &routeState{kind: kind, meta: meta, spec: spec, prev: prev}
+// compile sets the hostnames and compiled rules of a route: those of an
+// earlier translation when the memo has them, else compiled by f,
+// recording what the route reads.
+func (t *translator) compile(rs *routeState, ref resource.Ref, hostnames []gwv1.Hostname, f func()) {
+	if t.memo != nil {
+		if c := t.memo.compiled[ref]; c != nil {
+			rs.rules, rs.hostnames, rs.noHostname = c.rules, c.hostnames, c.noHostname
+			return
+		}
+	}
+	rs.setHostnames(hostnames)
+	prevOwner := t.ownedBy(ref)
+	if t.rec != nil {
+		t.rec.forget(ref)
+	}
+	f()
+	t.owner = prevOwner
+	if t.memo != nil {
+		t.memo.compiled[ref] = &compiledMemo{rules: rs.rules, hostnames: rs.hostnames, noHostname: rs.noHostname}
+	}
+}
+
+// compiledMemo is what compile memoizes of a route: its normalized
+// hostnames and compiled rules, which depend on the route and the objects
+// it reads only.
+type compiledMemo struct {
+	rules      compiledRules
+	hostnames  []string
+	noHostname bool
+}
+
+// kindIndex is 0 for HTTPRoutes, 1 for GRPCRoutes.
+func kindIndex(kind string) int {
+	if kind == KindGRPCRoute {
+		return 1
+	}
+	return 0
+}
+
+// attachAll adds the attachments of the route's accepted parents to their
+// listeners.
+func (rs *routeState) attachAll() {
+	for i, ps := range rs.parents {
+		for _, a := range ps.atts {
+			a.parent = i
+			a.listener.attachments = append(a.listener.attachments, a)
+			a.listener.kindCount[kindIndex(rs.kind)]++
+		}
+	}
+}
+
+func newRouteState(kind string, meta *metav1.ObjectMeta, spec gwv1.CommonRouteSpec, prev []gwv1.RouteParentStatus) *routeState {
+	return &routeState{kind: kind, meta: meta, spec: spec, prev: prev}
+}
+
+// setHostnames sets the valid, lowercased hostnames of a route.
+func (rs *routeState) setHostnames(hostnames []gwv1.Hostname) {
 	for _, h := range hostnames {
 		if n, ok := normalizeHostname(string(h)); ok {
 			rs.hostnames = append(rs.hostnames, n)
@@ -108,7 +167,6 @@ func newRouteState(kind string, meta *metav1.ObjectMeta, spec gwv1.CommonRouteSp
 	sort.Strings(rs.hostnames)
 	rs.hostnames = dedupSorted(rs.hostnames)
 	rs.noHostname = len(hostnames) > 0 && len(rs.hostnames) == 0
-	return rs
 }
 
 // attach resolves the parentRefs of a route and attaches it to listeners.
@@ -129,29 +187,31 @@ func (t *translator) attach(rs *routeState) {
 		}
 		key := resource.Key{Namespace: ns, Name: string(ref.Name)}
 		var candidates []*listener
-		var parentDesc string
+		var g *gatewayState
+		notAllowed := false
 		switch kind {
 		case KindGateway:
-			g := t.gateways[key]
-			if g == nil {
+			if g = t.gateways[key]; g == nil {
 				continue
 			}
-			candidates, parentDesc = g.own, "Gateway "+key.String()
+			candidates = g.own
 		case KindListenerSet:
 			s := t.listenerSet(key)
 			if s == nil {
 				continue
 			}
-			candidates, parentDesc = s.listeners, "ListenerSet "+key.String()
-			if !s.allowed {
-				parentDesc += " (not allowed by its Gateway)"
-			}
+			g = s.gw
+			candidates, notAllowed = s.listeners, !s.allowed
 		default:
 			continue
 		}
+		parentDesc := parentName{kind, key, notAllowed}
 		ps := &parentState{ref: ref}
 		rs.parents = append(rs.parents, ps)
+		// What the listeners' allowedRoutes read is the Gateway's.
+		prevOwner := t.ownedBy(gatewayRef(g.key()))
 		t.attachParent(rs, ps, candidates, parentDesc)
+		t.owner = prevOwner
 	}
 }
 
@@ -165,8 +225,24 @@ func (t *translator) listenerSet(key resource.Key) *listenerSetState {
 	return t.setByKey[key]
 }
 
+// parentName names a parent in messages; only failure messages do, so the
+// string is built then.
+type parentName struct {
+	kind       string
+	key        resource.Key
+	notAllowed bool
+}
+
+func (p parentName) desc() string {
+	d := p.kind + " " + p.key.String()
+	if p.notAllowed {
+		d += " (not allowed by its Gateway)"
+	}
+	return d
+}
+
 // attachParent selects the listeners of one parent a route attaches to.
-func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []*listener, parentDesc string) {
+func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []*listener, parent parentName) {
 	ref := ps.ref
 	var relevant []*listener
 	for _, l := range candidates {
@@ -179,7 +255,7 @@ func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []
 		relevant = append(relevant, l)
 	}
 	if len(relevant) == 0 {
-		ps.fail = &problem{string(gwv1.RouteReasonNoMatchingParent), fmt.Sprintf("%s has no listener%s", parentDesc, selectorDesc(ref))}
+		ps.fail = &problem{string(gwv1.RouteReasonNoMatchingParent), fmt.Sprintf("%s has no listener%s", parent.desc(), selectorDesc(ref))}
 		return
 	}
 	var allowed []*listener
@@ -194,9 +270,9 @@ func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []
 		}
 	}
 	if len(allowed) == 0 {
-		msg := fmt.Sprintf("no listener of %s%s allows %ss", parentDesc, selectorDesc(ref), rs.kind)
+		msg := fmt.Sprintf("no listener of %s%s allows %ss", parent.desc(), selectorDesc(ref), rs.kind)
 		if kindOK {
-			msg = fmt.Sprintf("no listener of %s%s allows routes from namespace %s", parentDesc, selectorDesc(ref), rs.ns())
+			msg = fmt.Sprintf("no listener of %s%s allows routes from namespace %s", parent.desc(), selectorDesc(ref), rs.ns())
 		}
 		ps.fail = &problem{string(gwv1.RouteReasonNotAllowedByListeners), msg}
 		return
@@ -211,16 +287,13 @@ func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []
 	}
 	if len(ps.atts) == 0 {
 		ps.fail = &problem{string(gwv1.RouteReasonNoMatchingListenerHostname),
-			fmt.Sprintf("no hostname of the route matches the hostname of a listener of %s%s", parentDesc, selectorDesc(ref))}
+			fmt.Sprintf("no hostname of the route matches the hostname of a listener of %s%s", parent.desc(), selectorDesc(ref))}
 		return
 	}
 	if len(rs.rules.routes) == 0 {
 		ps.fail = &problem{rs.rules.reason, "no rule is valid: " + joinUnique(rs.rules.dropped)}
 		ps.atts = nil
 		return
-	}
-	for _, a := range ps.atts {
-		a.listener.attachments = append(a.listener.attachments, a)
 	}
 }
 

@@ -62,6 +62,8 @@ type translator struct {
 	nsLabels map[string]labels.Set
 	secrets  map[string]secretEntry
 	clusters map[string]*clusterDef
+	// clusterByRef indexes clusters by namespace, name and port.
+	clusterByRef map[clusterRef]*clusterDef
 
 	classes  map[string]*classState
 	gateways map[resource.Key]*gatewayState
@@ -71,6 +73,31 @@ type translator struct {
 	routes   []*routeState
 
 	statuses []Status
+
+	// scope restricts the translation to some objects; nil: all of them.
+	scope *scope
+	// rec records what each Gateway and route reads; nil: not recorded.
+	rec   *recorder
+	owner resource.Ref
+	// memo holds compiled routes and endpoints of earlier translations;
+	// nil: none. dirtyServices are the Services whose endpoints may have
+	// changed since the memo's IR was built.
+	memo          *memo
+	dirtyServices set[resource.Key]
+	// dirtyHosts, set by the route path, holds for each listener whose
+	// attachments changed the effective hostnames of the changed ones; the
+	// other virtual hosts are built from the same attachments as last time.
+	dirtyHosts map[*listener][]string
+}
+
+// scope is the part of a snapshot an incremental translation translates
+// again: Gateways, their ListenerSets and the routes attached to them, each
+// sorted by namespace/name. GatewayClasses are always translated.
+type scope struct {
+	gateways   []resource.Key
+	sets       []resource.Key
+	httpRoutes []resource.Key
+	grpcRoutes []resource.Key
 }
 
 // Translate computes statuses and IR from a snapshot. A nil snapshot gives
@@ -80,16 +107,25 @@ func Translate(snap *resource.Snapshot, opts Options) *Result {
 	if snap == nil {
 		return res
 	}
-	t := &translator{
-		snap:     snap,
-		opts:     opts,
-		grants:   newGrantIndex(snap),
-		nsLabels: map[string]labels.Set{},
-		secrets:  map[string]secretEntry{},
-		clusters: map[string]*clusterDef{},
-		classes:  map[string]*classState{},
-		gateways: map[resource.Key]*gatewayState{},
+	return newTranslator(snap, opts).run(res)
+}
+
+func newTranslator(snap *resource.Snapshot, opts Options) *translator {
+	return &translator{
+		snap:         snap,
+		opts:         opts,
+		grants:       newGrantIndex(snap),
+		nsLabels:     map[string]labels.Set{},
+		secrets:      map[string]secretEntry{},
+		clusters:     map[string]*clusterDef{},
+		clusterByRef: map[clusterRef]*clusterDef{},
+		classes:      map[string]*classState{},
+		gateways:     map[resource.Key]*gatewayState{},
 	}
+}
+
+// run translates the snapshot (or the scope) into res.
+func (t *translator) run(res *Result) *Result {
 	t.processClasses()
 	t.processGateways()
 	t.processListenerSets()

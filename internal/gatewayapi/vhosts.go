@@ -1,8 +1,10 @@
 package gatewayapi
 
 import (
+	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/portico-dev/portico/internal/ir"
 )
@@ -59,22 +61,11 @@ type placedRoute struct {
 // that keep the listener's port.
 func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener) *ir.RouteConfig {
 	rc := &ir.RouteConfig{Name: b.gw.Key() + "/" + chain}
-	// byHost indexes the live attachments of each listener by effective
-	// hostname.
-	byHost := make(map[*listener]map[string][]*attachment, len(ls))
 	domains := map[string]bool{}
 	for _, l := range ls {
-		idx := map[string][]*attachment{}
-		for _, a := range l.attachments {
-			if a.lost || a.route == nil {
-				continue
-			}
-			for _, h := range a.hostnames {
-				idx[h] = append(idx[h], a)
-				domains[h] = true
-			}
+		for h := range l.hostIndex() {
+			domains[h] = true
 		}
-		byHost[l] = idx
 		for _, o := range ls {
 			if o != l && l.hostname != o.hostname && hostnameMatches(l.hostname, o.hostname) {
 				domains[l.hostname] = true
@@ -86,16 +77,175 @@ func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener) *ir.R
 		names = append(names, h)
 	}
 	sort.Slice(names, func(i, j int) bool { return vhostName(names[i]) < vhostName(names[j]) })
+	rc.VirtualHosts = make([]*ir.VirtualHost, 0, len(names))
 	for _, h := range names {
-		placed := placeRoutes(h, byHost[ownerOf(h, ls)])
-		v := &ir.VirtualHost{Name: vhostName(h), Hostname: vhostName(h), Routes: make([]*ir.Route, 0, len(placed))}
-		for _, p := range placed {
-			b.useClusters(p.cr, p.grpc)
-			v.Routes = append(v.Routes, withListenerPort(p.cr.route, port))
-		}
-		rc.VirtualHosts = append(rc.VirtualHosts, v)
+		owner := ownerOf(h, ls)
+		rc.VirtualHosts = append(rc.VirtualHosts, b.virtualHost(rc.Name, h, port, owner.hostIndex(), b.t.clean(owner, h)))
 	}
 	return rc
+}
+
+// virtualHost places the routes serving host, given the attachments of its
+// listener by effective hostname. With a memo, the virtual host of the
+// previous translation is reused when it was built from the same compiled
+// routes.
+func (b *irBuilder) virtualHost(rcName, host string, port uint32, byHost map[string][]*attachment, clean bool) *ir.VirtualHost {
+	var key vhostKey
+	if b.newVhosts != nil {
+		key = vhostKey{rcName, host}
+		if m := b.oldVhosts[key]; m != nil && m.port == port && (clean || m.matches(host, port, byHost)) {
+			b.newVhosts[key] = m
+			return m.vh
+		}
+	}
+	placed := placeRoutes(host, byHost)
+	v := &ir.VirtualHost{Name: vhostName(host), Hostname: vhostName(host), Routes: make([]*ir.Route, 0, len(placed))}
+	for _, p := range placed {
+		if b.newVhosts == nil {
+			// With a memo, clusters are counted from the memo's uses.
+			b.useClusters(p.cr, p.grpc)
+		}
+		v.Routes = append(v.Routes, p.cr.routeOnPort(port))
+	}
+	if b.newVhosts != nil {
+		b.newVhosts[key] = newVhostMemo(host, port, byHost, placed, v)
+	}
+	return v
+}
+
+// clean reports whether the virtual host of host, owned by listener l, is
+// known to be built from the same attachments as last time: the route path
+// changed attachments of other listeners, or with hostnames that do not
+// cover host.
+func (t *translator) clean(l *listener, host string) bool {
+	if t.dirtyHosts == nil {
+		return false
+	}
+	hosts, touched := t.dirtyHosts[l]
+	if !touched {
+		return true
+	}
+	for _, h := range hosts {
+		if hostnameMatches(host, h) {
+			return false
+		}
+	}
+	return true
+}
+
+// vhostKey identifies a virtual host of a Gateway: its route config and
+// hostname.
+type vhostKey struct{ rc, host string }
+
+// hostIndex returns the live attachments of the listener by effective
+// hostname, each list in translation order. It is built once, after
+// kind collisions are resolved, and kept up to date by the route path.
+func (l *listener) hostIndex() map[string][]*attachment {
+	if l.byHost == nil {
+		l.byHost = map[string][]*attachment{}
+		for _, a := range l.attachments {
+			if a.lost || a.route == nil {
+				continue
+			}
+			for _, h := range a.hostnames {
+				l.byHost[h] = append(l.byHost[h], a)
+			}
+		}
+	}
+	return l.byHost
+}
+
+// vhostMemo is a virtual host an earlier translation built, with what it
+// was built from: for each hostname covering its host, the routes attached
+// with that effective hostname (identified by their first compiled route).
+type vhostMemo struct {
+	port   uint32
+	counts []int32
+	inputs []vhostInput
+	vh     *ir.VirtualHost
+	// uses are the distinct clusters its routes use, for useCluster.
+	uses []clusterUse
+}
+
+type vhostInput struct {
+	first *compiledRoute
+	grpc  bool
+}
+
+type clusterUse struct {
+	def  *clusterDef
+	grpc bool
+}
+
+func inputOf(a *attachment) vhostInput {
+	in := vhostInput{grpc: a.route.kind == KindGRPCRoute}
+	if len(a.route.rules.routes) > 0 {
+		in.first = a.route.rules.routes[0]
+	}
+	return in
+}
+
+func newVhostMemo(host string, port uint32, byHost map[string][]*attachment, placed []placedRoute, v *ir.VirtualHost) *vhostMemo {
+	m := &vhostMemo{port: port, vh: v}
+	coveringLists(host, byHost, func(atts []*attachment, _ hostRank) {
+		m.counts = append(m.counts, int32(len(atts)))
+		for _, a := range atts {
+			m.inputs = append(m.inputs, inputOf(a))
+		}
+	})
+	seen := map[clusterUse]bool{}
+	for _, p := range placed {
+		for _, def := range p.cr.clusters {
+			u := clusterUse{def, p.grpc}
+			if !seen[u] {
+				seen[u] = true
+				m.uses = append(m.uses, u)
+			}
+		}
+	}
+	return m
+}
+
+// matches reports whether the virtual host would be built from the same
+// routes.
+func (m *vhostMemo) matches(host string, port uint32, byHost map[string][]*attachment) bool {
+	if m.port != port {
+		return false
+	}
+	i, j, ok := 0, 0, true
+	coveringLists(host, byHost, func(atts []*attachment, _ hostRank) {
+		if !ok || j >= len(m.counts) || int(m.counts[j]) != len(atts) {
+			ok = false
+			return
+		}
+		j++
+		for _, a := range atts {
+			if m.inputs[i] != inputOf(a) {
+				ok = false
+				return
+			}
+			i++
+		}
+	})
+	return ok && j == len(m.counts)
+}
+
+// coveringLists calls f with byHost's attachments of each hostname that
+// covers host (see coveringHostnames), most specific first, and the rank
+// of that hostname.
+func coveringLists(host string, byHost map[string][]*attachment, f func(atts []*attachment, rank hostRank)) {
+	f(byHost[host], rankOf(host))
+	if host == "" {
+		return
+	}
+	var buf [256]byte
+	name := strings.TrimPrefix(host, "*.")
+	for i := strings.IndexByte(name, '.'); i >= 0; i = strings.IndexByte(name, '.') {
+		name = name[i+1:]
+		w := append(append(buf[:0], "*."...), name...)
+		f(byHost[string(w)], hostRank{exact: false, length: len(w)})
+	}
+	f(byHost[""], rankOf(""))
 }
 
 // ownerOf returns the most specific listener whose hostname covers host.
@@ -127,32 +277,58 @@ func coveringHostnames(host string) []string {
 	return append(out, "")
 }
 
+// placements numbers the calls of placeRoutes, so that a compiled route
+// can tell whether the current call placed it already. Compiled routes are
+// reused across translations, hence a global counter.
+var placements atomic.Uint64
+
 // placeRoutes returns the routes serving host among the attachments of one
 // listener, indexed by effective hostname, in order.
 func placeRoutes(host string, byHost map[string][]*attachment) []placedRoute {
-	seen := map[string]bool{}
+	mark := placements.Add(1)
 	var out []placedRoute
 	// Covering hostnames come most specific first: the first time a route
 	// is met gives the rank of its most specific matching hostname.
-	for _, h := range coveringHostnames(host) {
-		rank := rankOf(h)
-		for _, a := range byHost[h] {
+	coveringLists(host, byHost, func(atts []*attachment, rank hostRank) {
+		for _, a := range atts {
 			for _, cr := range a.route.rules.routes {
-				if seen[cr.route.Name] {
+				if cr.placed == mark {
 					continue
 				}
-				seen[cr.route.Name] = true
+				cr.placed = mark
 				out = append(out, placedRoute{cr: cr, rank: rank, grpc: a.route.kind == KindGRPCRoute})
 			}
 		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].rank != out[j].rank {
-			return out[i].rank.above(out[j].rank)
+	})
+	slices.SortStableFunc(out, func(a, b placedRoute) int {
+		if a.rank != b.rank {
+			if a.rank.above(b.rank) {
+				return -1
+			}
+			return 1
 		}
-		return out[i].cr.key.before(&out[j].cr.key)
+		if a.cr.key.before(&b.cr.key) {
+			return -1
+		}
+		if b.cr.key.before(&a.cr.key) {
+			return 1
+		}
+		return 0
 	})
 	return out
+}
+
+// routeOnPort is withListenerPort(cr.route, port), copied once per port
+// in a row.
+func (cr *compiledRoute) routeOnPort(port uint32) *ir.Route {
+	r := cr.route
+	if r.Redirect == nil || r.Redirect.Port != nil {
+		return r
+	}
+	if cr.withPort == nil || cr.portOf != port {
+		cr.withPort, cr.portOf = withListenerPort(r, port), port
+	}
+	return cr.withPort
 }
 
 // withListenerPort returns r, or a copy of it whose redirect names port

@@ -1,20 +1,27 @@
 package pipeline
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
 // BenchmarkFullTranslation: Gateway API objects → statuses, IR and Envoy
-// resources of every Gateway (validated and content-hashed), as one
-// translation of the pipeline does.
+// resources of every Gateway (validated and content-hashed), one Gateway
+// after the other. "parallel" translates the Gateways' IR to Envoy
+// resources in parallel, as the pipeline does (translate.TranslateAll).
 func BenchmarkFullTranslation(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		snap := gen.Snapshot(n)
@@ -30,5 +37,171 @@ func BenchmarkFullTranslation(b *testing.B) {
 				}
 			}
 		})
+		b.Run(fmt.Sprintf("routes=%d/parallel", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				res := gatewayapi.Translate(snap, opts)
+				_, errs := translate.TranslateAll(res.Gateways)
+				if err := errors.Join(errs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// nopSink takes xDS updates and statuses and drops them.
+type nopSink struct{}
+
+func (nopSink) Update(context.Context, []*translate.Resources) error { return nil }
+func (nopSink) Publish([]gatewayapi.Status)                          {}
+
+// benchPipeline returns a pipeline that has translated snap.
+func benchPipeline(b *testing.B, snap *resource.Snapshot) *Pipeline {
+	p := New(Config{ControllerName: gen.ControllerName, XDS: nopSink{}, Status: nopSink{},
+		Clock: func() time.Time { return time.Unix(0, 0) }})
+	p.process(context.Background(), snap)
+	if l := p.Latest(); l == nil || len(l.XDS) != gen.Gateways {
+		b.Fatal("first translation failed")
+	}
+	return p
+}
+
+// BenchmarkIncrementalRouteChange: one HTTPRoute changes; the pipeline
+// translates the change (Gateway API and xDS) and hands it off. The
+// snapshot lists the change, as the Kubernetes provider's do; "diff"
+// leaves it out, so that the pipeline compares the snapshots.
+func BenchmarkIncrementalRouteChange(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, hint := range []bool{true, false} {
+			name := fmt.Sprintf("routes=%d", n)
+			if !hint {
+				name += "/diff"
+			}
+			b.Run(name, func(b *testing.B) {
+				snap := gen.Snapshot(n)
+				p := benchPipeline(b, snap)
+				b.ReportAllocs()
+				b.ResetTimer()
+				var pushed int
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					snap, _ = gen.ChangeRoute(snap, (i*7919)%n, i)
+					if !hint {
+						snap.Changes = nil
+					}
+					prev := p.Latest()
+					b.StartTimer()
+					p.process(context.Background(), snap)
+					b.StopTimer()
+					pushed += changedBytes(prev.XDS, p.Latest().XDS)
+					b.StartTimer()
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(pushed)/float64(b.N), "pushed-B/op")
+				if st := p.Latest().Stats; st.Mode != gatewayapi.ModeRoutes || st.Gateways != 1 {
+					b.Fatalf("stats %+v", st)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkEndpointChange: the endpoints of one Service change; only the
+// load assignment of its cluster is computed again.
+func BenchmarkEndpointChange(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			snap := gen.Snapshot(n)
+			p := benchPipeline(b, snap)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var pushed int
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				r := (i * 7919) % n
+				snap, _ = gen.ChangeEndpoints(snap, r, r/gen.RoutesPerService, i)
+				prev := p.Latest()
+				b.StartTimer()
+				p.process(context.Background(), snap)
+				b.StopTimer()
+				pushed += changedBytes(prev.XDS, p.Latest().XDS)
+				b.StartTimer()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(pushed)/float64(b.N), "pushed-B/op")
+			if st := p.Latest().Stats; st.Mode != gatewayapi.ModeEndpoints || st.Gateways != 1 {
+				b.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// changedBytes is the encoded size of the resources whose version differs
+// between two hand-offs: what delta xDS sends to one proxy of each changed
+// Gateway (without framing).
+func changedBytes(prev, cur []*translate.Resources) int {
+	old := map[string]*translate.Resources{}
+	for _, r := range prev {
+		old[r.Gateway] = r
+	}
+	n := 0
+	for _, r := range cur {
+		o := old[r.Gateway]
+		if o == r {
+			continue
+		}
+		var ov map[string]map[string]string
+		if o != nil {
+			ov = o.VersionMap()
+		}
+		for typ, rs := range r.ByType() {
+			vm := r.VersionMap()[typ]
+			for _, res := range rs {
+				name := cachev3.GetResourceName(res)
+				if ov == nil || ov[typ][name] != vm[name] {
+					n += proto.Size(res)
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestRouteChangeBytes reports the size of what a single-route change
+// pushes (-v), and that it is the two route configurations holding the
+// route: the HTTP one and the HTTPS one of its Gateway.
+func TestRouteChangeBytes(t *testing.T) {
+	sizes := []int{1000}
+	if !testing.Short() {
+		sizes = append(sizes, 10000)
+	}
+	for _, n := range sizes {
+		snap := gen.Snapshot(n)
+		sink := &countingSink{}
+		p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Clock: testClock})
+		p.process(context.Background(), snap)
+		prev := p.Latest()
+		snap, _ = gen.ChangeRoute(snap, 42, 1)
+		p.process(context.Background(), snap)
+		cur := p.Latest()
+		var rcs []string
+		for i, r := range cur.XDS {
+			if r == prev.XDS[i] {
+				continue
+			}
+			for _, typ := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType} {
+				for _, res := range r.ByType()[typ] {
+					if prev.XDS[i].VersionMap()[typ][cachev3.GetResourceName(res)] != r.VersionMap()[typ][cachev3.GetResourceName(res)] {
+						rcs = append(rcs, fmt.Sprintf("%s (%d B)", cachev3.GetResourceName(res), proto.Size(res)))
+					}
+				}
+			}
+		}
+		total := changedBytes(prev.XDS, cur.XDS)
+		t.Logf("routes=%d: a single-route change pushes %d B: %v", n, total, rcs)
+		if len(rcs) != 2 {
+			t.Errorf("changed resources %v, want the HTTP and HTTPS route configurations of the route's Gateway", rcs)
+		}
 	}
 }

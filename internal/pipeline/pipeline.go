@@ -88,6 +88,9 @@ type Result struct {
 	Duration time.Duration
 	// Time the translation finished.
 	Time time.Time
+	// Stats tell how the Gateway API translation was done (full,
+	// incremental, endpoints only).
+	Stats gatewayapi.Stats
 }
 
 // Pipeline is the single-writer translation loop. Create it with New.
@@ -103,7 +106,14 @@ type Pipeline struct {
 	readyCh   chan struct{}
 	readyOnce sync.Once
 
-	// Seams for tests; the real translators by default.
+	// inc translates each snapshot incrementally from the previous one;
+	// xds remembers the Envoy resources of each Gateway's IR.
+	inc *gatewayapi.Incremental
+	xds *translate.Translator
+	// fullTranslations counts the full Gateway API translations.
+	fullTranslations atomic.Int64
+
+	// Seams for tests; nil: the real (incremental) translators.
 	translateInputs func(*resource.Snapshot, gatewayapi.Options) *gatewayapi.Result
 	translateXDS    func(*ir.Gateway) (*translate.Resources, error)
 }
@@ -127,12 +137,12 @@ func New(cfg Config) *Pipeline {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Pipeline{
-		cfg:             cfg,
-		log:             log.With("component", "pipeline"),
-		signal:          make(chan struct{}, 1),
-		readyCh:         make(chan struct{}),
-		translateInputs: gatewayapi.Translate,
-		translateXDS:    translate.Translate,
+		cfg:     cfg,
+		log:     log.With("component", "pipeline"),
+		signal:  make(chan struct{}, 1),
+		readyCh: make(chan struct{}),
+		inc:     gatewayapi.NewIncremental(),
+		xds:     translate.NewTranslator(),
 	}
 }
 
@@ -222,10 +232,13 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot) {
 	start := time.Now()
 	prev := p.latest.Load()
 
-	res, err := p.safeTranslateInputs(snap)
+	res, stats, err := p.safeTranslateInputs(snap)
 	if err != nil {
 		p.log.Error("translation failed; keeping the previous configuration", "error", err)
 		return
+	}
+	if stats.Mode == gatewayapi.ModeFull {
+		p.fullTranslations.Add(1)
 	}
 	xds := p.translateGateways(res.Gateways, prev)
 	xlateDur := time.Since(start)
@@ -244,6 +257,7 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot) {
 		Versions: make(map[string]string, len(xds)),
 		Duration: time.Since(start),
 		Time:     time.Now(),
+		Stats:    stats,
 	}
 	for _, r := range xds {
 		cur.Versions[r.Gateway] = r.Version
@@ -256,33 +270,42 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot) {
 	p.latest.Store(cur)
 	p.ready.Store(true)
 	p.readyOnce.Do(func() { close(p.readyCh) })
-	if p.cfg.Status != nil {
+	// Statuses and proxies do not depend on endpoints: an endpoints-only
+	// translation has nothing new for them.
+	if p.cfg.Status != nil && stats.StatusesChanged {
 		p.cfg.Status.Publish(res.Statuses)
 	}
-	if p.cfg.Infra != nil {
+	if p.cfg.Infra != nil && stats.InfraChanged {
 		p.cfg.Infra.Publish(res.Infra)
 	}
 
 	p.logChanges(prev, cur, xlateDur, snap)
 }
 
-// safeTranslateInputs runs gatewayapi.Translate, turning a panic into an
-// error so that one bad input cannot stop the loop.
-func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi.Result, err error) {
+// safeTranslateInputs runs the Gateway API translation (incremental from
+// the previous snapshot), turning a panic into an error so that one bad
+// input cannot stop the loop. After a panic the next translation is full.
+func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi.Result, stats gatewayapi.Stats, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic in Gateway API translation: %v", r)
 		}
 	}()
-	res = p.translateInputs(snap, gatewayapi.Options{
+	opts := gatewayapi.Options{
 		ControllerName: p.cfg.ControllerName,
 		Now:            metav1.NewTime(p.cfg.Clock().Truncate(time.Second)),
 		Infrastructure: p.cfg.Infrastructure,
-	})
-	if res == nil {
-		return nil, fmt.Errorf("Gateway API translation returned no result")
 	}
-	return res, nil
+	if p.translateInputs != nil {
+		res = p.translateInputs(snap, opts)
+		stats = gatewayapi.Stats{Mode: gatewayapi.ModeFull, StatusesChanged: true, InfraChanged: true}
+	} else {
+		res, stats = p.inc.Translate(snap, opts)
+	}
+	if res == nil {
+		return nil, stats, fmt.Errorf("Gateway API translation returned no result")
+	}
+	return res, stats, nil
 }
 
 // translateGateways translates each Gateway; one that fails keeps its
@@ -296,11 +319,39 @@ func (p *Pipeline) translateGateways(gws []*ir.Gateway, prev *Result) []*transla
 		}
 	}
 	out := make([]*translate.Resources, 0, len(gws))
-	for _, gw := range gws {
-		if gw == nil {
-			continue
+	defer func() {
+		// Forget the Envoy resources of Gateways no longer served.
+		present := make(map[string]bool, len(gws))
+		for _, gw := range gws {
+			if gw != nil {
+				present[gw.Key()] = true
+			}
 		}
-		r, err := p.safeTranslateXDS(gw)
+		p.xds.Forget(func(gw string) bool { return present[gw] })
+	}()
+	live := make([]*ir.Gateway, 0, len(gws))
+	for _, gw := range gws {
+		if gw != nil {
+			live = append(live, gw)
+		}
+	}
+	var results []*translate.Resources
+	var errs []error
+	if p.translateXDS == nil {
+		// Gateways are translated in parallel; unchanged ones are returned
+		// at once by the Translator.
+		results, errs = p.xds.TranslateAll(live)
+	} else {
+		results, errs = make([]*translate.Resources, len(live)), make([]error, len(live))
+		for i, gw := range live {
+			results[i], errs[i] = p.safeTranslateXDS(gw)
+		}
+	}
+	for i, gw := range live {
+		r, err := results[i], errs[i]
+		if err == nil && r == nil {
+			err = fmt.Errorf("no resources")
+		}
 		if err != nil {
 			kept, ok := old[gw.Key()]
 			p.log.Error("xDS translation of gateway failed", "gateway", gw.Key(), "error", err, "keptPrevious", ok)

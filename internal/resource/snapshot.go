@@ -4,7 +4,9 @@
 package resource
 
 import (
+	"slices"
 	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +43,14 @@ type Snapshot struct {
 	// Empty in standalone mode, where no proxies are provisioned.
 	Deployments map[Key]*appsv1.Deployment
 
+	// Changes, when set by the provider that built the snapshot, lists the
+	// objects that differ from the snapshot with ID Changes.Since. It lets
+	// an incremental translation skip comparing the snapshots (Diff). It
+	// may list more objects than changed, never fewer; status-only updates
+	// of Gateway API objects may be left out.
+	Changes *Changes
+
+	id              uint64
 	slicesByService map[Key][]*discoveryv1.EndpointSlice
 }
 
@@ -65,6 +75,9 @@ func New() *Snapshot {
 // Build computes the snapshot's indexes. Call it once, after the last object
 // was added and before the snapshot is shared.
 func (s *Snapshot) Build() *Snapshot {
+	if s.id == 0 {
+		s.id = snapshotIDs.Add(1)
+	}
 	s.slicesByService = map[Key][]*discoveryv1.EndpointSlice{}
 	for _, k := range SortedKeys(s.EndpointSlices) {
 		es := s.EndpointSlices[k]
@@ -79,6 +92,15 @@ func (s *Snapshot) Build() *Snapshot {
 		s.slicesByService[sk] = append(s.slicesByService[sk], es)
 	}
 	return s
+}
+
+// ID identifies the snapshot among those built by this process: Build
+// gives every snapshot a distinct, non-zero ID.
+func (s *Snapshot) ID() uint64 {
+	if s.id == 0 {
+		s.Build()
+	}
+	return s.id
 }
 
 // EndpointSlicesFor returns the EndpointSlices of a Service, sorted by name.
@@ -102,13 +124,16 @@ func SortedKeys[V any](m map[Key]V) []Key {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Namespace != keys[j].Namespace {
-			return keys[i].Namespace < keys[j].Namespace
-		}
-		return keys[i].Name < keys[j].Name
-	})
+	slices.SortFunc(keys, CompareKeys)
 	return keys
+}
+
+// CompareKeys orders keys by namespace, then name.
+func CompareKeys(a, b Key) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // SortedNames returns the keys of a map keyed by name, sorted.

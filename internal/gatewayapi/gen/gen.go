@@ -66,11 +66,7 @@ func Snapshot(routes int) *resource.Snapshot {
 		Spec:       gwv1.GatewayClassSpec{ControllerName: ControllerName},
 	}
 	all := gwv1.NamespacesFromAll
-	s.Secrets[resource.Key{Namespace: "infra", Name: "tls"}] = &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "tls"},
-		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: []byte(TestCertPEM), corev1.TLSPrivateKeyKey: []byte(TestKeyPEM)},
-	}
+	s.Secrets[resource.Key{Namespace: "infra", Name: "tls"}] = tlsSecret()
 	for g := 0; g < Gateways; g++ {
 		host := gwv1.Hostname(fmt.Sprintf("*.gw%d.example.com", g))
 		allowed := &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &all}}
@@ -165,6 +161,14 @@ func addService(s *resource.Snapshot, ns, name string) {
 		})
 	}
 	s.EndpointSlices[resource.Key{Namespace: ns, Name: es.Name}] = es
+}
+
+func tlsSecret() *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "tls"},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: []byte(TestCertPEM), corev1.TLSPrivateKeyKey: []byte(TestKeyPEM)},
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -64,6 +64,10 @@ type Provider struct {
 
 	mu   sync.Mutex
 	refs refs // what the last snapshot references; guarded by mu
+	// changes lists the objects changed since the snapshot with ID
+	// lastID (see resource.Snapshot.Changes); guarded by mu.
+	changes *resource.Changes
+	lastID  uint64
 }
 
 // New creates the provider and its cache. Nothing is watched until Run.
@@ -115,27 +119,27 @@ func (p *Provider) Synced() bool { return p.synced.Load() }
 // kinds are the watched kinds, each with how its events matter.
 func (p *Provider) kinds() []watched {
 	return []watched{
-		{obj: &gwv1.GatewayClass{}, kind: gatewayapi.KindGatewayClass, hasStatus: true},
-		{obj: &gwv1.Gateway{}, kind: gatewayapi.KindGateway, hasStatus: true},
-		{obj: &gwv1.ListenerSet{}, kind: gatewayapi.KindListenerSet, hasStatus: true},
-		{obj: &gwv1.HTTPRoute{}, kind: gatewayapi.KindHTTPRoute, hasStatus: true},
-		{obj: &gwv1.GRPCRoute{}, kind: gatewayapi.KindGRPCRoute, hasStatus: true},
-		{obj: &gwv1beta1.ReferenceGrant{}, kind: "ReferenceGrant"},
-		{obj: &corev1.Namespace{}, kind: "Namespace", matters: namespaceMatters},
-		{obj: &corev1.Service{}, kind: "Service", infra: true, referenced: func(r *refs, o client.Object) bool {
+		{obj: &gwv1.GatewayClass{}, kind: gatewayapi.KindGatewayClass, input: resource.KindGatewayClass, hasStatus: true},
+		{obj: &gwv1.Gateway{}, kind: gatewayapi.KindGateway, input: resource.KindGateway, hasStatus: true},
+		{obj: &gwv1.ListenerSet{}, kind: gatewayapi.KindListenerSet, input: resource.KindListenerSet, hasStatus: true},
+		{obj: &gwv1.HTTPRoute{}, kind: gatewayapi.KindHTTPRoute, input: resource.KindHTTPRoute, hasStatus: true},
+		{obj: &gwv1.GRPCRoute{}, kind: gatewayapi.KindGRPCRoute, input: resource.KindGRPCRoute, hasStatus: true},
+		{obj: &gwv1beta1.ReferenceGrant{}, kind: "ReferenceGrant", input: resource.KindReferenceGrant},
+		{obj: &corev1.Namespace{}, kind: "Namespace", input: resource.KindNamespace, matters: namespaceMatters},
+		{obj: &corev1.Service{}, kind: "Service", input: resource.KindService, infra: true, referenced: func(r *refs, o client.Object) bool {
 			return r.services[key(o)] || isProvisioned(o)
 		}},
-		{obj: &discoveryv1.EndpointSlice{}, kind: "EndpointSlice", referenced: func(r *refs, o client.Object) bool {
+		{obj: &discoveryv1.EndpointSlice{}, kind: "EndpointSlice", input: resource.KindEndpointSlice, referenced: func(r *refs, o client.Object) bool {
 			svc := o.GetLabels()[discoveryv1.LabelServiceName]
 			return r.services[types.NamespacedName{Namespace: o.GetNamespace(), Name: svc}]
 		}},
-		{obj: &corev1.Secret{}, kind: "Secret", referenced: func(r *refs, o client.Object) bool {
+		{obj: &corev1.Secret{}, kind: "Secret", input: resource.KindSecret, referenced: func(r *refs, o client.Object) bool {
 			return r.secrets[key(o)]
 		}},
-		{obj: &v1alpha1.ProxyConfig{}, kind: v1alpha1.Kind},
+		{obj: &v1alpha1.ProxyConfig{}, kind: v1alpha1.Kind, input: resource.KindProxyConfig},
 		// Provisioned objects: the Deployment is an input of Gateway status
 		// (its available replicas); all are restored when edited.
-		{obj: &appsv1.Deployment{}, kind: "Deployment", infra: true},
+		{obj: &appsv1.Deployment{}, kind: "Deployment", input: resource.KindDeployment, infra: true},
 		{obj: &corev1.ConfigMap{}, kind: "ConfigMap", infra: true, referenced: never},
 		{obj: &corev1.ServiceAccount{}, kind: "ServiceAccount", infra: true, referenced: never},
 	}
@@ -171,7 +175,43 @@ func (p *Provider) Run(ctx context.Context) error {
 
 // Snapshot builds a snapshot of everything in the cache and records what it
 // references, for the event filter. Called by the pipeline's goroutine.
-func (p *Provider) Snapshot(ctx context.Context) (*resource.Snapshot, error) {
+//
+// The snapshot lists the objects changed since the previous snapshot
+// (resource.Snapshot.Changes), from the informer events: every add, delete
+// and update of an input kind, referenced or not (a change of an object the
+// previous snapshot left out may matter once it is referenced), except
+// status-only updates of Gateway API objects and updates of Namespaces
+// that keep their labels.
+func (p *Provider) Snapshot(ctx context.Context) (snap *resource.Snapshot, err error) {
+	// The changes are taken before the cache is read: an event arriving
+	// from now on is in the cache read below, or not, and in the changes
+	// of the next snapshot either way.
+	p.mu.Lock()
+	changes, since := p.changes, p.lastID
+	p.changes = nil
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err != nil {
+			// Keep them for the next snapshot.
+			if changes != nil {
+				if p.changes == nil {
+					p.changes = resource.NewChanges(0)
+				}
+				p.changes.Merge(changes)
+			}
+			return
+		}
+		if since != 0 {
+			if changes == nil {
+				changes = resource.NewChanges(since)
+			}
+			changes.Since = since
+			snap.Changes = changes
+		}
+		p.lastID = snap.ID()
+	}()
 	s := resource.New()
 	if err := listInto(ctx, p.cache, &gwv1.GatewayClassList{}, func(o *gwv1.GatewayClass) { s.GatewayClasses[o.Name] = o }); err != nil {
 		return nil, err
@@ -232,10 +272,26 @@ func (p *Provider) Snapshot(ctx context.Context) (*resource.Snapshot, error) {
 	return s.Build(), nil
 }
 
+// changed records that an object of an input kind changed.
+func (p *Provider) changed(w watched, o client.Object) {
+	if w.input == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.changes == nil {
+		p.changes = resource.NewChanges(0)
+	}
+	p.changes.Add(w.input, key(o))
+}
+
 // watched is one watched kind.
 type watched struct {
-	obj       client.Object
-	kind      string
+	obj  client.Object
+	kind string
+	// input is the kind of snapshot object; 0 for kinds that are not
+	// inputs of translation.
+	input     resource.Kind
 	hasStatus bool
 	// matters decides for an update of a kind without status whether it
 	// matters; nil means every change matters.
@@ -283,7 +339,12 @@ func (p *Provider) handler(w watched) toolscache.ResourceEventHandler {
 	}
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if o, ok := obj.(client.Object); ok && p.synced.Load() && isRef(o) {
+			o, ok := obj.(client.Object)
+			if !ok {
+				return
+			}
+			p.changed(w, o)
+			if p.synced.Load() && isRef(o) {
 				p.cfg.Notify()
 			}
 		},
@@ -303,6 +364,7 @@ func (p *Provider) handler(w watched) toolscache.ResourceEventHandler {
 			if w.matters != nil && !w.matters(o1, o2) {
 				return
 			}
+			p.changed(w, o2)
 			if !isRef(o1) && !isRef(o2) {
 				return
 			}
@@ -315,6 +377,9 @@ func (p *Provider) handler(w watched) toolscache.ResourceEventHandler {
 				obj = d.Obj
 			}
 			o, ok := obj.(client.Object)
+			if ok {
+				p.changed(w, o)
+			}
 			if ok && w.infra && isProvisioned(o) {
 				p.cfg.InfraObserve(o)
 			}

@@ -31,6 +31,7 @@ import (
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -141,7 +142,7 @@ func (s *Server) Update(ctx context.Context, res []*translate.Resources) error {
 		if old, ok := s.versions[gw]; ok && old == r.Version {
 			continue
 		}
-		snap, err := r.Snapshot() // checks consistency too
+		snap, err := s.snapshotOf(gw, r) // checks consistency too
 		if err != nil {
 			errs = append(errs, fmt.Errorf("xds version %s: %w", r.Version, err))
 			s.log.Error("xds snapshot rejected, keeping the previous one",
@@ -173,6 +174,46 @@ func (s *Server) Update(ctx context.Context, res []*translate.Resources) error {
 		s.log.Info("xds snapshot cleared", "gateway", gw)
 	}
 	return errors.Join(errs...)
+}
+
+// snapshotOf builds the cache snapshot of a Gateway's resources. For
+// resources built by the translate package, each resource type is
+// versioned by its own content hash (translate.Resources.TypeVersion)
+// rather than with the Gateway's version, so that state-of-the-world
+// streams are sent the types that changed only; the types that did not
+// change reuse the previous snapshot's indexes; and the snapshot carries
+// the version of every resource (VersionMap) for delta streams, which then
+// send the resources that changed only. Other resources get r.Snapshot().
+func (s *Server) snapshotOf(gw string, r *translate.Resources) (*cachev3.Snapshot, error) {
+	if r.TypeVersion(resourcev3.ListenerType) == "" {
+		return r.Snapshot()
+	}
+	var prev *cachev3.Snapshot
+	if p, err := s.cache.GetSnapshot(gw); err == nil {
+		prev, _ = p.(*cachev3.Snapshot)
+	}
+	snap := &cachev3.Snapshot{VersionMap: make(map[string]map[string]string, len(servedTypes))}
+	byType := r.ByType()
+	for _, typ := range servedTypes {
+		i := cachev3.GetResponseType(typ)
+		v := r.TypeVersion(typ)
+		if prev != nil && prev.Resources[i].Version == v && prev.VersionMap[typ] != nil {
+			snap.Resources[i] = prev.Resources[i]
+			snap.VersionMap[typ] = prev.VersionMap[typ]
+			continue
+		}
+		snap.Resources[i] = cachev3.NewResources(v, byType[typ])
+		snap.VersionMap[typ] = r.ResourceVersions(typ)
+	}
+	if err := snap.Consistent(); err != nil {
+		return nil, fmt.Errorf("snapshot of gateway %s is inconsistent: %w", gw, err)
+	}
+	return snap, nil
+}
+
+// servedTypes are the resource types of a Gateway's snapshot.
+var servedTypes = []resourcev3.Type{
+	resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
 }
 
 // ServerOptions returns the default gRPC options of Serve: keepalive

@@ -23,7 +23,23 @@ type Resources struct {
 	Clusters  []types.Resource // *clusterv3.Cluster
 	Endpoints []types.Resource // *endpointv3.ClusterLoadAssignment
 	Secrets   []types.Resource // *tlsv3.Secret
+
+	// entries are the resources with their hashes, per type in typeOrder,
+	// each sorted by name, and hashes the hash of each type; nil when the
+	// Resources were not built by this package.
+	entries *[numTypes][]*entry
+	hashes  *[numTypes]hash
 }
+
+// Indexes of the types in typeOrder.
+const (
+	listenerIdx = iota
+	routeIdx
+	clusterIdx
+	endpointIdx
+	secretIdx
+	numTypes
+)
 
 // typeOrder is the order of resource types in All, and the order in which
 // they are hashed into the version.
@@ -33,6 +49,21 @@ var typeOrder = []resourcev3.Type{
 	resourcev3.ClusterType,
 	resourcev3.EndpointType,
 	resourcev3.SecretType,
+}
+
+func (r *Resources) set(t resourcev3.Type, s []types.Resource) {
+	switch t {
+	case resourcev3.ListenerType:
+		r.Listeners = s
+	case resourcev3.RouteType:
+		r.Routes = s
+	case resourcev3.ClusterType:
+		r.Clusters = s
+	case resourcev3.EndpointType:
+		r.Endpoints = s
+	case resourcev3.SecretType:
+		r.Secrets = s
+	}
 }
 
 func (r *Resources) slice(t resourcev3.Type) []types.Resource {
@@ -80,6 +111,10 @@ func (r *Resources) All() []types.Resource {
 // Snapshot builds a go-control-plane snapshot of the resources, versioned
 // with r.Version, and checks that it is consistent (every RDS and EDS
 // resource referenced by a listener or cluster is present, and no other).
+//
+// For Resources built by this package, the snapshot carries the version of
+// every resource (its content hash) for delta xDS, so that the cache does
+// not encode every resource again to find the changed ones.
 func (r *Resources) Snapshot() (*cachev3.Snapshot, error) {
 	snap, err := cachev3.NewSnapshot(r.Version, r.ByType())
 	if err != nil {
@@ -88,5 +123,55 @@ func (r *Resources) Snapshot() (*cachev3.Snapshot, error) {
 	if err := snap.Consistent(); err != nil {
 		return nil, fmt.Errorf("snapshot of gateway %s is inconsistent: %w", r.Gateway, err)
 	}
+	if vm := r.VersionMap(); vm != nil {
+		snap.VersionMap = vm
+	}
 	return snap, nil
+}
+
+// VersionMap returns the version (content hash) of every resource by type
+// URL and name, or nil for Resources not built by this package.
+func (r *Resources) VersionMap() map[string]map[string]string {
+	if r.entries == nil {
+		return nil
+	}
+	out := make(map[string]map[string]string, numTypes)
+	for _, t := range typeOrder {
+		out[t] = r.ResourceVersions(t)
+	}
+	return out
+}
+
+// ResourceVersions returns the version (content hash) of each resource of
+// type t by name, or nil for Resources not built by this package.
+func (r *Resources) ResourceVersions(t resourcev3.Type) map[string]string {
+	i := typeIndex(t)
+	if r.entries == nil || i < 0 {
+		return nil
+	}
+	m := make(map[string]string, len(r.entries[i]))
+	for _, e := range r.entries[i] {
+		m[e.name] = e.version
+	}
+	return m
+}
+
+// TypeVersion returns the version of the resources of type t: a content
+// hash of all of them, which changes exactly when one of them changes. It
+// is "" for Resources not built by this package.
+func (r *Resources) TypeVersion(t resourcev3.Type) string {
+	i := typeIndex(t)
+	if r.hashes == nil || i < 0 {
+		return ""
+	}
+	return r.hashes[i].String()
+}
+
+func typeIndex(t resourcev3.Type) int {
+	for i, o := range typeOrder {
+		if o == t {
+			return i
+		}
+	}
+	return -1
 }

@@ -1,8 +1,12 @@
 package translate
 
 import (
+	"bytes"
 	"fmt"
+	"maps"
 	"net/netip"
+	"reflect"
+	"slices"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -10,12 +14,19 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/portico-dev/portico/internal/ir"
+)
+
+// Parts shared by every cluster. Messages are never modified once built,
+// and encoding is safe for concurrent use, so clusters may share them.
+var (
+	edsClusterType       = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+	sharedADS            = adsConfigSource()
+	sharedConnectTimeout = durationpb.New(connectTimeout)
 )
 
 const (
@@ -29,9 +40,27 @@ const (
 // clustersAndEndpoints gives one EDS cluster and one ClusterLoadAssignment
 // per ir.Cluster. An assignment exists even with no endpoints, so the
 // snapshot stays consistent and Envoy does not wait for it.
-func (t *translator) clustersAndEndpoints() (clusters, endpoints []types.Resource, err error) {
+func (t *translator) clustersAndEndpoints() (clusters, endpoints []*entry, err error) {
+	if prev := t.memo; prev.src != nil && prev.clusterNames != nil {
+		if sameSlice(prev.src.Clusters, t.gw.Clusters) {
+			// The same clusters as last time: their translations as a whole.
+			t.clusters = prev.clusterNames
+			t.next.clusterNames, t.next.clusters = prev.clusterNames, prev.clusters
+			t.next.irClusters, t.next.irEndpoints = prev.irClusters, prev.irEndpoints
+			return prev.ents[clusterIdx], prev.ents[endpointIdx], nil
+		}
+		if cl, ep, ok, err := t.clustersInPlace(prev); ok || err != nil {
+			return cl, ep, err
+		}
+	}
+	defer func() {
+		if err == nil {
+			// In IR order, for clustersInPlace; the results are sorted.
+			t.next.irClusters, t.next.irEndpoints = slices.Clone(clusters), slices.Clone(endpoints)
+		}
+	}()
 	t.clusters = make(map[string]bool, len(t.gw.Clusters))
-	var http2 *anypb.Any
+	t.next.clusterNames = t.clusters
 	for _, c := range t.gw.Clusters {
 		if c == nil {
 			return nil, nil, fmt.Errorf("nil cluster")
@@ -44,33 +73,115 @@ func (t *translator) clustersAndEndpoints() (clusters, endpoints []types.Resourc
 		}
 		t.clusters[c.Name] = true
 
-		cl := &clusterv3.Cluster{
-			Name:                 c.Name,
-			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-			EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
-				EdsConfig:   adsConfigSource(),
-				ServiceName: c.Name,
-			},
-			ConnectTimeout: durationpb.New(connectTimeout),
-			LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
+		old := t.memo.clusters[c.Name]
+		ce := &clusterEntry{protocol: c.Protocol, endpoints: c.Endpoints}
+		if old != nil && old.protocol == c.Protocol {
+			ce.cluster = old.cluster
+		} else if ce.cluster, err = t.clusterEntry(c); err != nil {
+			return nil, nil, err
 		}
-		switch c.Protocol {
-		case ir.UpstreamHTTP2:
-			if http2 == nil {
-				if http2, err = http2ProtocolOptions(); err != nil {
-					return nil, nil, err
-				}
-			}
-			cl.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: proto.CloneOf(http2)}
-		case ir.UpstreamHTTP1, "":
-			// HTTP/1.1 is Envoy's default upstream protocol.
-		default:
-			return nil, nil, fmt.Errorf("cluster %q: unknown protocol %q", c.Name, c.Protocol)
+		if old != nil && slices.Equal(old.endpoints, c.Endpoints) {
+			ce.cla = old.cla
+		} else if ce.cla, err = t.resourceEntry(c.Name, loadAssignment(c)); err != nil {
+			return nil, nil, err
 		}
-		clusters = append(clusters, cl)
-		endpoints = append(endpoints, loadAssignment(c))
+		t.next.clusters[c.Name] = ce
+		clusters = append(clusters, ce.cluster)
+		endpoints = append(endpoints, ce.cla)
 	}
 	return clusters, endpoints, nil
+}
+
+// clustersInPlace translates the clusters when they are those of the
+// previous translation, by name and position, some of them changed (new
+// endpoints, typically): only those are translated again. ok is false
+// when the clusters are not the same.
+func (t *translator) clustersInPlace(prev *gatewayMemo) (clusters, endpoints []*entry, ok bool, err error) {
+	old, cur := prev.src.Clusters, t.gw.Clusters
+	if len(old) != len(cur) {
+		return nil, nil, false, nil
+	}
+	for i, c := range cur {
+		if c == nil || (c != old[i] && c.Name != old[i].Name) {
+			return nil, nil, false, nil
+		}
+	}
+	cl, ep := prev.irClusters, prev.irEndpoints
+	memo := prev.clusters
+	for i, c := range cur {
+		if c == old[i] {
+			continue
+		}
+		ce := *memo[c.Name]
+		if c.Protocol != ce.protocol {
+			e, err := t.clusterEntry(c)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			if sameSlice(cl, prev.irClusters) {
+				cl = slices.Clone(cl)
+			}
+			cl[i], ce.cluster, ce.protocol = e, e, c.Protocol
+		}
+		if !slices.Equal(c.Endpoints, ce.endpoints) {
+			e, err := t.resourceEntry(c.Name, loadAssignment(c))
+			if err != nil {
+				return nil, nil, false, err
+			}
+			if sameSlice(ep, prev.irEndpoints) {
+				ep = slices.Clone(ep)
+			}
+			ep[i], ce.cla = e, e
+		}
+		ce.endpoints = c.Endpoints
+		if sameMap(memo, prev.clusters) {
+			memo = maps.Clone(memo)
+		}
+		memo[c.Name] = &ce
+	}
+	t.clusters = prev.clusterNames
+	t.next.clusterNames, t.next.clusters = prev.clusterNames, memo
+	t.next.irClusters, t.next.irEndpoints = cl, ep
+	sorted := func(ir, same, sortedPrev []*entry) []*entry {
+		if sameSlice(ir, same) {
+			return sortedPrev
+		}
+		return slices.Clone(ir) // sorted by translate
+	}
+	return sorted(cl, prev.irClusters, prev.ents[clusterIdx]), sorted(ep, prev.irEndpoints, prev.ents[endpointIdx]), true, nil
+}
+
+func sameMap[K comparable, V any](a, b map[K]V) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// clusterEntry translates the EDS cluster of c.
+func (t *translator) clusterEntry(c *ir.Cluster) (*entry, error) {
+	cl := &clusterv3.Cluster{
+		Name:                 c.Name,
+		ClusterDiscoveryType: edsClusterType,
+		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
+			EdsConfig:   sharedADS,
+			ServiceName: c.Name,
+		},
+		ConnectTimeout: sharedConnectTimeout,
+		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
+	}
+	switch c.Protocol {
+	case ir.UpstreamHTTP2:
+		if t.http2 == nil {
+			var err error
+			if t.http2, err = http2ProtocolOptions(); err != nil {
+				return nil, err
+			}
+		}
+		cl.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: proto.CloneOf(t.http2)}
+	case ir.UpstreamHTTP1, "":
+		// HTTP/1.1 is Envoy's default upstream protocol.
+	default:
+		return nil, fmt.Errorf("cluster %q: unknown protocol %q", c.Name, c.Protocol)
+	}
+	return t.resourceEntry(c.Name, cl)
 }
 
 // http2ProtocolOptions makes Envoy speak HTTP/2 (h2c, or h2 over TLS) to the
@@ -92,20 +203,44 @@ func http2ProtocolOptions() (*anypb.Any, error) {
 // out of range cannot be used by an EDS cluster and are left out.
 func loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: c.Name}
-	var lbs []*endpointv3.LbEndpoint
+	n := len(c.Endpoints)
+	if n == 0 {
+		return cla
+	}
+	// The messages of all endpoints are allocated together.
+	type lbEndpoint struct {
+		lb   endpointv3.LbEndpoint
+		host endpointv3.LbEndpoint_Endpoint
+		ep   endpointv3.Endpoint
+		addr corev3.Address
+		sa   corev3.Address_SocketAddress
+		sock corev3.SocketAddress
+		port corev3.SocketAddress_PortValue
+	}
+	all := make([]lbEndpoint, n)
+	ptrs := make([]*endpointv3.LbEndpoint, 0, n)
 	for _, e := range c.Endpoints {
 		addr, err := netip.ParseAddr(e.Address)
 		if err != nil || addr.Zone() != "" || e.Port == 0 || e.Port > 65535 {
 			continue
 		}
-		lbs = append(lbs, &endpointv3.LbEndpoint{
-			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{
-				Endpoint: &endpointv3.Endpoint{Address: socketAddress(addr.Unmap().String(), e.Port)},
-			},
-		})
+		s := e.Address
+		if !addr.Is4() {
+			// IPv4 addresses parse only in their canonical form.
+			s = addr.Unmap().String()
+		}
+		x := &all[len(ptrs)]
+		x.port.PortValue = e.Port
+		x.sock.Protocol, x.sock.Address, x.sock.PortSpecifier = corev3.SocketAddress_TCP, s, &x.port
+		x.sa.SocketAddress = &x.sock
+		x.addr.Address = &x.sa
+		x.ep.Address = &x.addr
+		x.host.Endpoint = &x.ep
+		x.lb.HostIdentifier = &x.host
+		ptrs = append(ptrs, &x.lb)
 	}
-	if len(lbs) > 0 {
-		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbs}}
+	if len(ptrs) > 0 {
+		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: ptrs}}
 	}
 	return cla
 }
@@ -124,9 +259,9 @@ func socketAddress(addr string, port uint32) *corev3.Address {
 
 // secretResources gives one SDS secret per ir.Secret, with the certificate
 // chain and key inline. Listeners only refer to them by name.
-func (t *translator) secretResources() ([]types.Resource, error) {
+func (t *translator) secretResources() ([]*entry, error) {
 	t.secrets = make(map[string]bool, len(t.gw.Secrets))
-	var out []types.Resource
+	var out []*entry
 	for _, s := range t.gw.Secrets {
 		if s == nil {
 			return nil, fmt.Errorf("nil secret")
@@ -141,15 +276,26 @@ func (t *translator) secretResources() ([]types.Resource, error) {
 		if len(s.Cert) == 0 || len(s.Key) == 0 {
 			return nil, fmt.Errorf("secret %q has an empty certificate or key", s.Name)
 		}
-		out = append(out, &tlsv3.Secret{
-			Name: s.Name,
-			Type: &tlsv3.Secret_TlsCertificate{
-				TlsCertificate: &tlsv3.TlsCertificate{
-					CertificateChain: inlineBytes(s.Cert),
-					PrivateKey:       inlineBytes(s.Key),
+		se := &secretEntry{cert: s.Cert, key: s.Key}
+		if old := t.memo.secrets[s.Name]; old != nil && bytes.Equal(old.cert, s.Cert) && bytes.Equal(old.key, s.Key) {
+			se.entry = old.entry
+		} else {
+			e, err := t.resourceEntry(s.Name, &tlsv3.Secret{
+				Name: s.Name,
+				Type: &tlsv3.Secret_TlsCertificate{
+					TlsCertificate: &tlsv3.TlsCertificate{
+						CertificateChain: inlineBytes(s.Cert),
+						PrivateKey:       inlineBytes(s.Key),
+					},
 				},
-			},
-		})
+			})
+			if err != nil {
+				return nil, err
+			}
+			se.entry = e
+		}
+		t.next.secrets[s.Name] = se
+		out = append(out, se.entry)
 	}
 	return out, nil
 }

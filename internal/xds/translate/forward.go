@@ -16,6 +16,10 @@ import (
 // statusInternalServerError answers requests that have no valid backend.
 const statusInternalServerError = 500
 
+// noTimeout is the route timeout when none is set: 0, disabled. Shared by
+// routes, as messages are never modified once built.
+var noTimeout = durationpb.New(0)
+
 // weighted is one cluster of a route with its (merged) weight.
 type weighted struct {
 	name   string
@@ -47,7 +51,7 @@ func (t *translator) forward(out *routev3.Route, f *ir.Forward, match *ir.PathMa
 	}
 	ra := &routev3.RouteAction{
 		ClusterNotFoundResponseCode: routev3.RouteAction_INTERNAL_SERVER_ERROR,
-		Timeout:                     durationpb.New(0),
+		Timeout:                     noTimeout,
 	}
 	if len(clusters) == 1 {
 		ra.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: clusters[0].name}
@@ -102,9 +106,9 @@ func (t *translator) forward(out *routev3.Route, f *ir.Forward, match *ir.PathMa
 // weightedClusters merges the backends into clusters with positive weight,
 // in order of first appearance, and says whether any of them is valid.
 func (t *translator) weightedClusters(backends []*ir.WeightedBackend) ([]weighted, bool) {
-	var out []weighted
-	index := map[string]int{}
+	out := make([]weighted, 0, len(backends))
 	anyValid := false
+next:
 	for _, b := range backends {
 		if b == nil || b.Weight == 0 {
 			continue
@@ -115,11 +119,13 @@ func (t *translator) weightedClusters(backends []*ir.WeightedBackend) ([]weighte
 		} else {
 			anyValid = true
 		}
-		if i, ok := index[name]; ok {
-			out[i].weight += uint64(b.Weight)
-			continue
+		// Routes have few backends: a linear search beats a map.
+		for i := range out {
+			if out[i].name == name {
+				out[i].weight += uint64(b.Weight)
+				continue next
+			}
 		}
-		index[name] = len(out)
 		out = append(out, weighted{name: name, weight: uint64(b.Weight)})
 	}
 	return out, anyValid

@@ -8,12 +8,10 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -37,13 +35,9 @@ var alpnProtocols = []string{"h2", "http/1.1"}
 
 // listenersAndRoutes gives one Listener per ir.Listener and one
 // RouteConfiguration per distinct ir.RouteConfig of its filter chains.
-func (t *translator) listenersAndRoutes() (listeners, routes []types.Resource, err error) {
-	// Shared per-translation filter configs: packed once, reused.
-	router, err := toAny("router filter", &routerv3.Router{})
-	if err != nil {
-		return nil, nil, err
-	}
-	rb := &routeBuilder{t: t, byName: map[string]*routeConfigEntry{}}
+func (t *translator) listenersAndRoutes() (listeners, routes []*entry, err error) {
+	rb := &routeBuilder{t: t, byName: map[string]*rcEntry{}}
+	var router *anypb.Any
 	names := map[string]bool{}
 	ports := map[uint32]string{}
 	for _, l := range t.gw.Listeners {
@@ -59,16 +53,55 @@ func (t *translator) listenersAndRoutes() (listeners, routes []types.Resource, e
 			return nil, nil, fmt.Errorf("listeners %q and %q both use port %d", other, l.Name, l.Port)
 		}
 		ports[l.Port] = l.Name
+		if old := t.memo.listeners[name]; old != nil && sameListener(old.src, l) {
+			// The route configs are translated anyway (they may have
+			// changed); the listener refers to them by name only.
+			if err := t.checkReused(l, rb); err != nil {
+				return nil, nil, fmt.Errorf("listener %q: %w", l.Name, err)
+			}
+			t.next.listeners[name] = &listenerEntry{src: l, entry: old.entry}
+			listeners = append(listeners, old.entry)
+			continue
+		}
+		if router == nil {
+			// Shared per-translation filter config: packed once, reused.
+			if router, err = toAny("router filter", &routerv3.Router{}); err != nil {
+				return nil, nil, err
+			}
+		}
 		ll, err := t.listener(name, l, router, rb)
 		if err != nil {
 			return nil, nil, fmt.Errorf("listener %q: %w", l.Name, err)
 		}
-		listeners = append(listeners, ll)
+		e, err := t.resourceEntry(name, ll)
+		if err != nil {
+			return nil, nil, err
+		}
+		t.next.listeners[name] = &listenerEntry{src: l, entry: e}
+		listeners = append(listeners, e)
 	}
 	for _, e := range rb.order {
-		routes = append(routes, e.rc)
+		t.next.routeConfigs[e.name] = e
+		routes = append(routes, e.entry)
 	}
 	return listeners, routes, nil
+}
+
+// checkReused translates the route configs of a listener whose translation
+// is reused, and checks what its translation checked against the rest of
+// the Gateway: its certificates are among the Gateway's secrets.
+func (t *translator) checkReused(l *ir.Listener, rb *routeBuilder) error {
+	for _, fc := range l.FilterChains {
+		for _, s := range fc.CertificateSecrets {
+			if !t.secrets[s] {
+				return fmt.Errorf("filter chain %q: certificate secret %q is not among the gateway's secrets", fc.Name, s)
+			}
+		}
+		if _, err := rb.add(fc.RouteConfig); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *translator) listener(name string, l *ir.Listener, router *anypb.Any, rb *routeBuilder) (*listenerv3.Listener, error) {
@@ -276,18 +309,11 @@ func statName(s string) string {
 	return string(b)
 }
 
-// routeConfigEntry is a translated ir.RouteConfig, shared by the chains that
-// refer to it.
-type routeConfigEntry struct {
-	src *ir.RouteConfig
-	rc  *routev3.RouteConfiguration
-}
-
 // routeBuilder translates each distinct ir.RouteConfig once.
 type routeBuilder struct {
 	t      *translator
-	byName map[string]*routeConfigEntry
-	order  []*routeConfigEntry
+	byName map[string]*rcEntry
+	order  []*rcEntry
 }
 
 // add translates rc (unless already done) and returns its RDS name,
@@ -306,13 +332,12 @@ func (rb *routeBuilder) add(rc *ir.RouteConfig) (string, error) {
 		return "", fmt.Errorf("route config %q: %w", rc.Name, err)
 	}
 	if seen {
-		if !proto.Equal(e.rc, out) {
+		if e.hash != out.hash {
 			return "", fmt.Errorf("two different route configs are named %q", rc.Name)
 		}
 		return name, nil
 	}
-	e = &routeConfigEntry{src: rc, rc: out}
-	rb.byName[name] = e
-	rb.order = append(rb.order, e)
+	rb.byName[name] = out
+	rb.order = append(rb.order, out)
 	return name, nil
 }

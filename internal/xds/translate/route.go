@@ -2,10 +2,11 @@ package translate
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"regexp/syntax"
-	"sort"
+	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,16 +25,22 @@ const defaultMaxDirectResponseBody = 4096
 // with any port ignored (ignore_port_in_host_matching), so "foo.com:8080"
 // reaches the "foo.com" virtual host, wildcard hosts included; adding
 // "host:*" domains instead would not work for "*.example.com".
-func (t *translator) routeConfiguration(name string, rc *ir.RouteConfig) (*routev3.RouteConfiguration, error) {
-	out := &routev3.RouteConfiguration{
-		Name: name,
-		// Routes may name clusters that do not exist (InvalidBackendCluster):
-		// they must not make Envoy reject the whole configuration.
-		ValidateClusters:         wrapperspb.Bool(false),
-		IgnorePortInHostMatching: true,
+//
+// What the previous translation built is reused: the whole route config
+// when rc is the same object and names no cluster that appeared or
+// disappeared, else each virtual host that has the same routes, else each
+// route.
+func (t *translator) routeConfiguration(name string, rc *ir.RouteConfig) (*rcEntry, error) {
+	old := t.memo.routeConfigs[name]
+	if old != nil && !t.clustersChangedFor(old) {
+		if out, ok, err := t.routeConfigurationInPlace(name, rc, old); ok || err != nil {
+			return out, err
+		}
 	}
-	vhNames := map[string]bool{}
-	domains := map[string]string{}
+	vhNames := make(map[string]bool, len(rc.VirtualHosts))
+	domains := make(map[string]string, len(rc.VirtualHosts))
+	out := &rcEntry{src: rc, vhosts: make(map[string]*vhostEntry, len(rc.VirtualHosts))}
+	reused := old != nil && len(old.vhosts) == len(rc.VirtualHosts)
 	for _, vh := range rc.VirtualHosts {
 		if vh == nil {
 			return nil, fmt.Errorf("nil virtual host")
@@ -54,38 +61,242 @@ func (t *translator) routeConfiguration(name string, rc *ir.RouteConfig) (*route
 			return nil, fmt.Errorf("virtual hosts %q and %q both serve %q", other, vhName, domain)
 		}
 		domains[domain] = vhName
-		v := &routev3.VirtualHost{Name: vhName, Domains: []string{domain}}
-		for i, r := range vh.Routes {
-			if r == nil {
-				return nil, fmt.Errorf("virtual host %q: nil route %d", vhName, i)
-			}
-			rr, err := t.route(r)
-			if err != nil {
-				return nil, fmt.Errorf("virtual host %q: route %q: %w", vhName, r.Name, err)
-			}
-			v.Routes = append(v.Routes, rr)
+		var prev *vhostEntry
+		if old != nil {
+			prev = old.vhosts[vhName]
 		}
-		out.VirtualHosts = append(out.VirtualHosts, v)
+		v, err := t.virtualHost(vhName, domain, vh, prev)
+		if err != nil {
+			return nil, err
+		}
+		reused = reused && v == prev
+		out.vhosts[vhName] = v
 	}
-	// Envoy rejects direct response bodies above 4 KiB unless told otherwise.
-	var maxBody int
-	for _, v := range out.VirtualHosts {
-		for _, r := range v.Routes {
-			maxBody = max(maxBody, len(r.GetDirectResponse().GetBody().GetInlineString()))
-		}
+	if reused {
+		return old, nil
 	}
-	if maxBody > defaultMaxDirectResponseBody {
-		if maxBody > math.MaxUint32 {
-			return nil, fmt.Errorf("direct response body of %d bytes is too large", maxBody)
-		}
-		out.MaxDirectResponseBodySizeBytes = wrapperspb.UInt32(uint32(maxBody))
+	if err := t.routeConfigShell(name, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// routeConfigShell makes the RouteConfiguration of out from its virtual
+// hosts, and its hash.
+func (t *translator) routeConfigShell(name string, out *rcEntry) error {
+	vhosts := make([]*vhostEntry, 0, len(out.vhosts))
+	for _, v := range out.vhosts {
+		vhosts = append(vhosts, v)
 	}
 	// Envoy picks a virtual host by domain, not by position: sort by name so
 	// that the output does not depend on the order of the IR.
-	sort.SliceStable(out.VirtualHosts, func(i, j int) bool {
-		return out.VirtualHosts[i].Name < out.VirtualHosts[j].Name
-	})
+	slices.SortFunc(vhosts, func(a, b *vhostEntry) int { return strings.Compare(a.vh.Name, b.vh.Name) })
+	shell := &routev3.RouteConfiguration{
+		Name: name,
+		// Routes may name clusters that do not exist (InvalidBackendCluster):
+		// they must not make Envoy reject the whole configuration.
+		ValidateClusters:         wrapperspb.Bool(false),
+		IgnorePortInHostMatching: true,
+	}
+	// Envoy rejects direct response bodies above 4 KiB unless told otherwise.
+	var maxBody int
+	hashes := make([]hash, len(vhosts))
+	for i, v := range vhosts {
+		maxBody = max(maxBody, v.maxBody)
+		hashes[i] = v.hash
+	}
+	if maxBody > defaultMaxDirectResponseBody {
+		if maxBody > math.MaxUint32 {
+			return fmt.Errorf("direct response body of %d bytes is too large", maxBody)
+		}
+		shell.MaxDirectResponseBodySizeBytes = wrapperspb.UInt32(uint32(maxBody))
+	}
+	// The virtual hosts were validated with their routes.
+	if err := validated(shell, name); err != nil {
+		return err
+	}
+	h, err := t.hs.tree(shell, hashes)
+	if err != nil {
+		return err
+	}
+	shell.VirtualHosts = make([]*routev3.VirtualHost, len(vhosts))
+	for i, v := range vhosts {
+		shell.VirtualHosts[i] = v.vh
+	}
+	out.entry = newEntry(name, shell, h)
+	return nil
+}
+
+// clustersChangedFor reports whether a cluster named by a virtual host of
+// rc appeared or disappeared.
+func (t *translator) clustersChangedFor(rc *rcEntry) bool {
+	if len(t.clustersChanged) == 0 {
+		return false
+	}
+	for _, v := range rc.vhosts {
+		if t.touchesChanged(v.clusters) {
+			return true
+		}
+	}
+	return false
+}
+
+// routeConfigurationInPlace translates rc when its virtual hosts are those
+// of old's IR, object for object, except some with the same names and
+// hostnames: only those are translated again, and the checks of names and
+// domains old passed still hold. ok is false when that is not the case.
+func (t *translator) routeConfigurationInPlace(name string, rc *ir.RouteConfig, old *rcEntry) (*rcEntry, bool, error) {
+	prev := old.src.VirtualHosts
+	if len(prev) != len(rc.VirtualHosts) {
+		return nil, false, nil
+	}
+	var changed []int
+	for i, vh := range rc.VirtualHosts {
+		p := prev[i]
+		if vh == p {
+			continue
+		}
+		if vh == nil || p == nil || vh.Name != p.Name || vh.Hostname != p.Hostname {
+			return nil, false, nil
+		}
+		changed = append(changed, i)
+	}
+	if len(changed) == 0 {
+		return old, true, nil
+	}
+	out := &rcEntry{src: rc, vhosts: maps.Clone(old.vhosts)}
+	for _, i := range changed {
+		vh := rc.VirtualHosts[i]
+		domain := strings.ToLower(vh.Hostname)
+		if domain == "" {
+			domain = "*"
+		}
+		vhName := vh.Name
+		if vhName == "" {
+			vhName = domain
+		}
+		v, err := t.virtualHost(vhName, domain, vh, old.vhosts[vhName])
+		if err != nil {
+			return nil, false, err
+		}
+		out.vhosts[vhName] = v
+	}
+	if err := t.routeConfigShell(name, out); err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
+}
+
+// virtualHost translates one virtual host, reusing prev (its translation
+// of last time) or the routes of prev when they are the same.
+func (t *translator) virtualHost(name, domain string, vh *ir.VirtualHost, prev *vhostEntry) (*vhostEntry, error) {
+	if prev != nil && prev.domain == domain && (prev.src == vh || sameRoutes(vh.Routes, prev.routes)) && !t.touchesChanged(prev.clusters) {
+		return prev, nil
+	}
+	var old map[*ir.Route]*routeEntry
+	if prev != nil {
+		old = make(map[*ir.Route]*routeEntry, len(prev.routes))
+		for _, re := range prev.routes {
+			old[re.src] = re
+		}
+	}
+	out := &vhostEntry{src: vh, domain: domain, routes: make([]*routeEntry, 0, len(vh.Routes))}
+	v := &routev3.VirtualHost{Name: name, Domains: []string{domain}}
+	if err := validated(v, name); err != nil {
+		return nil, err
+	}
+	hashes := make([]hash, 0, len(vh.Routes))
+	for i, r := range vh.Routes {
+		if r == nil {
+			return nil, fmt.Errorf("virtual host %q: nil route %d", name, i)
+		}
+		re, err := t.routeEntry(r, old[r])
+		if err != nil {
+			return nil, fmt.Errorf("virtual host %q: route %q: %w", name, r.Name, err)
+		}
+		out.routes = append(out.routes, re)
+		hashes = append(hashes, re.hash)
+		out.maxBody = max(out.maxBody, re.body)
+		forClusters(r, func(c string) {
+			if !slices.Contains(out.clusters, c) {
+				out.clusters = append(out.clusters, c)
+			}
+		})
+	}
+	h, err := t.hs.tree(v, hashes)
+	if err != nil {
+		return nil, err
+	}
+	v.Routes = make([]*routev3.Route, len(out.routes))
+	for i, re := range out.routes {
+		v.Routes[i] = re.r
+	}
+	out.vh, out.hash = v, h
 	return out, nil
+}
+
+// shareRoute records that r was translated to re, for other virtual hosts
+// holding r.
+func (t *translator) shareRoute(r *ir.Route, re *routeEntry) {
+	if t.shared == nil {
+		t.shared = map[*ir.Route]*routeEntry{}
+	}
+	t.shared[r] = re
+}
+
+// routeEntry translates, validates and hashes a route, or reuses prev, or
+// the translation of the same route in another virtual host.
+func (t *translator) routeEntry(r *ir.Route, prev *routeEntry) (*routeEntry, error) {
+	if re := t.shared[r]; re != nil {
+		return re, nil
+	}
+	if prev != nil && !t.routeTouchesChanged(r) {
+		t.shareRoute(r, prev)
+		return prev, nil
+	}
+	rr, err := t.route(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := validated(rr, r.Name); err != nil {
+		return nil, err
+	}
+	h, err := t.hs.message(rr)
+	if err != nil {
+		return nil, err
+	}
+	re := &routeEntry{src: r, r: rr, hash: h, body: len(rr.GetDirectResponse().GetBody().GetInlineString())}
+	t.shareRoute(r, re)
+	return re, nil
+}
+
+// forClusters calls f with each cluster name r names (backends and
+// mirrors): their presence in the Gateway decides r's translation.
+func forClusters(r *ir.Route, f func(string)) {
+	if r.Forward == nil {
+		return
+	}
+	for _, b := range r.Forward.Backends {
+		if b != nil && b.Cluster != "" {
+			f(b.Cluster)
+		}
+	}
+	for _, m := range r.Forward.Mirrors {
+		if m != nil {
+			f(m.Cluster)
+		}
+	}
+}
+
+// routeTouchesChanged reports whether r names a cluster that appeared or
+// disappeared.
+func (t *translator) routeTouchesChanged(r *ir.Route) bool {
+	if len(t.clustersChanged) == 0 {
+		return false
+	}
+	touched := false
+	forClusters(r, func(c string) { touched = touched || t.clustersChanged[c] })
+	return touched
 }
 
 func (t *translator) route(r *ir.Route) (*routev3.Route, error) {

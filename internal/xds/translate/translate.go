@@ -1,16 +1,13 @@
 package translate
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -45,12 +42,17 @@ func Translate(gw *ir.Gateway) (*Resources, error) {
 	if gw == nil {
 		return nil, errors.New("translate: nil gateway")
 	}
-	t := &translator{gw: gw, key: gw.Key()}
+	res, _, err := translateWith(gw, &gatewayMemo{})
+	return res, err
+}
+
+func translateWith(gw *ir.Gateway, memo *gatewayMemo) (*Resources, *gatewayMemo, error) {
+	t := &translator{gw: gw, key: gw.Key(), memo: memo, next: newGatewayMemo(gw)}
 	res, err := t.translate()
 	if err != nil {
-		return nil, fmt.Errorf("translate gateway %s: %w", t.key, err)
+		return nil, nil, fmt.Errorf("translate gateway %s: %w", t.key, err)
 	}
-	return res, nil
+	return res, t.next, nil
 }
 
 type translator struct {
@@ -60,78 +62,129 @@ type translator struct {
 	clusters map[string]bool
 	// secrets holds the names of gw.Secrets.
 	secrets map[string]bool
+
+	// memo holds what the previous translation of this Gateway built;
+	// next collects what this one builds (reused or new).
+	memo, next *gatewayMemo
+	// clustersChanged holds the cluster names added or removed since the
+	// memo: routes naming them must be translated again.
+	clustersChanged map[string]bool
+	// shared holds the routes translated by this call, so that a route
+	// placed in several virtual hosts or route configs is translated once.
+	shared map[*ir.Route]*routeEntry
+	hs     hasher
+	// http2 is the packed upstream HTTP/2 options, made once.
+	http2 *anypb.Any
 }
 
 func (t *translator) translate() (*Resources, error) {
-	res := &Resources{Gateway: t.key}
+	var ents [numTypes][]*entry
 	var err error
-	if res.Clusters, res.Endpoints, err = t.clustersAndEndpoints(); err != nil {
+	if ents[clusterIdx], ents[endpointIdx], err = t.clustersAndEndpoints(); err != nil {
 		return nil, err
 	}
-	if res.Secrets, err = t.secretResources(); err != nil {
+	t.diffClusters()
+	if ents[secretIdx], err = t.secretResources(); err != nil {
 		return nil, err
 	}
-	if res.Listeners, res.Routes, err = t.listenersAndRoutes(); err != nil {
+	if ents[listenerIdx], ents[routeIdx], err = t.listenersAndRoutes(); err != nil {
 		return nil, err
 	}
-	for _, s := range [][]types.Resource{res.Listeners, res.Routes, res.Clusters, res.Endpoints, res.Secrets} {
-		sortByName(s)
-		if err := validateAll(s); err != nil {
-			return nil, err
+	var hashes [numTypes]hash
+	for i := range ents {
+		if len(ents[i]) > 0 && sameSlice(ents[i], t.memo.ents[i]) {
+			// Reused as a whole: sorted and hashed already.
+			hashes[i] = t.memo.hashes[i]
+		} else {
+			byName := func(a, b *entry) int { return strings.Compare(a.name, b.name) }
+			if !slices.IsSortedFunc(ents[i], byName) {
+				slices.SortStableFunc(ents[i], byName)
+			}
+			hashes[i] = typeHash(ents[i])
 		}
 	}
-	if res.Version, err = hashResources(res); err != nil {
-		return nil, err
+	t.next.ents, t.next.hashes = ents, hashes
+	v := gatewayVersion(&hashes)
+	if old := t.memo.res; old != nil && old.Version == v {
+		// Nothing changed: the previous Resources serve as they are.
+		t.next.res = old
+		return old, nil
 	}
+	res := &Resources{Gateway: t.key, Version: v, entries: &ents, hashes: &hashes}
+	for i, t := range typeOrder {
+		if len(ents[i]) == 0 {
+			continue
+		}
+		s := make([]types.Resource, len(ents[i]))
+		for j, e := range ents[i] {
+			s[j] = e.res
+		}
+		res.set(t, s)
+	}
+	t.next.res = res
 	return res, nil
 }
 
-// validateAll runs the protoc-gen-validate rules of each resource.
-func validateAll(rs []types.Resource) error {
-	for _, r := range rs {
-		v, ok := r.(validator)
-		if !ok {
-			return fmt.Errorf("%T %q has no validation", r, cachev3.GetResourceName(r))
+// diffClusters records the cluster names added or removed since the memo.
+func (t *translator) diffClusters() {
+	old := t.memo.clusterNames
+	if old == nil || sameMap(old, t.clusters) {
+		return
+	}
+	for n := range t.clusters {
+		if !old[n] {
+			t.markClusterChanged(n)
 		}
-		if err := v.ValidateAll(); err != nil {
-			return fmt.Errorf("%T %q is invalid: %w", r, cachev3.GetResourceName(r), err)
+	}
+	for n := range old {
+		if !t.clusters[n] {
+			t.markClusterChanged(n)
 		}
+	}
+}
+
+func (t *translator) markClusterChanged(name string) {
+	if t.clustersChanged == nil {
+		t.clustersChanged = map[string]bool{}
+	}
+	t.clustersChanged[name] = true
+}
+
+// touchesChanged reports whether one of names was added or removed.
+func (t *translator) touchesChanged(names []string) bool {
+	if len(t.clustersChanged) == 0 {
+		return false
+	}
+	for _, n := range names {
+		if t.clustersChanged[n] {
+			return true
+		}
+	}
+	return false
+}
+
+// validated runs the protoc-gen-validate rules of a resource.
+func validated(m proto.Message, what string) error {
+	v, ok := m.(validator)
+	if !ok {
+		return fmt.Errorf("%T %q has no validation", m, what)
+	}
+	if err := v.ValidateAll(); err != nil {
+		return fmt.Errorf("%T %q is invalid: %w", m, what, err)
 	}
 	return nil
 }
 
-func sortByName(rs []types.Resource) {
-	sort.SliceStable(rs, func(i, j int) bool {
-		return cachev3.GetResourceName(rs[i]) < cachev3.GetResourceName(rs[j])
-	})
-}
-
-var deterministic = proto.MarshalOptions{Deterministic: true}
-
-// hashResources is the hex sha256, cut to versionLen characters, of every
-// resource's type URL, name and deterministic encoding, each length-prefixed.
-func hashResources(r *Resources) (string, error) {
-	h := sha256.New()
-	var buf []byte
-	var n [8]byte
-	write := func(b []byte) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
+// resourceEntry validates and hashes a whole resource.
+func (t *translator) resourceEntry(name string, m types.Resource) (*entry, error) {
+	if err := validated(m, name); err != nil {
+		return nil, err
 	}
-	for _, t := range typeOrder {
-		write([]byte(t))
-		for _, res := range r.slice(t) {
-			var err error
-			buf, err = deterministic.MarshalAppend(buf[:0], res)
-			if err != nil {
-				return "", fmt.Errorf("marshal %q: %w", cachev3.GetResourceName(res), err)
-			}
-			write([]byte(cachev3.GetResourceName(res)))
-			write(buf)
-		}
+	h, err := t.hs.message(m)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", name, err)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:versionLen], nil
+	return newEntry(name, m, h), nil
 }
 
 // toAny validates m and packs it deterministically into an Any, so that the

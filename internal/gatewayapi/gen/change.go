@@ -1,0 +1,407 @@
+package gen
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// Rich returns Snapshot(routes) with objects that exercise more of the
+// translation: Namespaces with labels and a Gateway admitting routes by
+// namespace selector, a ListenerSet, GRPCRoutes, a route with two parents,
+// a cross-namespace backend with its ReferenceGrant, and a second
+// GatewayClass with a ProxyConfig.
+func Rich(routes int) *resource.Snapshot {
+	s := Snapshot(routes)
+	for i := 0; i < Namespaces; i++ {
+		ns := fmt.Sprintf("team%d", i)
+		s.Namespaces[ns] = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"tier": fmt.Sprint(i % 2)}}}
+	}
+	s.Namespaces["infra"] = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "infra"}}
+	sel := gwv1.NamespacesFromSelector
+	gw := &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "selective", Generation: 1, CreationTimestamp: metav1.NewTime(epoch)},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: "portico",
+			Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType, AllowedRoutes: &gwv1.AllowedRoutes{
+				Namespaces: &gwv1.RouteNamespaces{From: &sel, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "1"}}},
+			}}},
+			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &sel,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "0"}}}},
+		},
+	}
+	s.Gateways[key(gw.ObjectMeta)] = gw
+	s.ListenerSets[resource.Key{Namespace: "team0", Name: "extra"}] = listenerSet("team0", "extra", "selective", 8080)
+	for i := 0; i < 4; i++ {
+		addGRPCRoute(s, i, "selective")
+	}
+	// A route with two parents, one of them the selective Gateway.
+	if r := s.HTTPRoutes[resource.Key{Namespace: "team1", Name: "route1"}]; r != nil {
+		r.Spec.ParentRefs = append(r.Spec.ParentRefs, gwv1.ParentReference{Namespace: ptr(gwv1.Namespace("infra")), Name: "selective"})
+	}
+	// A backend in another namespace, allowed by a ReferenceGrant.
+	if r := s.HTTPRoutes[resource.Key{Namespace: "team2", Name: "route2"}]; r != nil {
+		r.Spec.Rules[1].BackendRefs[0].Namespace = ptr(gwv1.Namespace("team3"))
+		r.Spec.Rules[1].BackendRefs[0].Name = "svc0"
+		addService(s, "team3", "svc0")
+		s.ReferenceGrants[resource.Key{Namespace: "team3", Name: "from-team2"}] = grant("team3", "from-team2", "team2")
+	}
+	s.GatewayClasses["configured"] = &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "configured", Generation: 1},
+		Spec: gwv1.GatewayClassSpec{ControllerName: ControllerName, ParametersRef: &gwv1.ParametersReference{
+			Group: gwv1.Group(v1alpha1.GroupVersion.Group), Kind: v1alpha1.Kind, Name: "proxy", Namespace: ptr(gwv1.Namespace("infra")),
+		}},
+	}
+	s.ProxyConfigs[resource.Key{Namespace: "infra", Name: "proxy"}] = &v1alpha1.ProxyConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "proxy"},
+		Spec:       v1alpha1.ProxyConfigSpec{Replicas: ptr(int32(3))},
+	}
+	if g := s.Gateways[resource.Key{Namespace: "infra", Name: "gw9"}]; g != nil {
+		g.Spec.GatewayClassName = "configured"
+	}
+	return s.Build()
+}
+
+func key(m metav1.ObjectMeta) resource.Key { return resource.Key{Namespace: m.Namespace, Name: m.Name} }
+
+func listenerSet(ns, name, gw string, port int32) *gwv1.ListenerSet {
+	all := gwv1.NamespacesFromAll
+	return &gwv1.ListenerSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1, CreationTimestamp: metav1.NewTime(epoch)},
+		Spec: gwv1.ListenerSetSpec{
+			ParentRef: gwv1.ParentGatewayReference{Namespace: ptr(gwv1.Namespace("infra")), Name: gwv1.ObjectName(gw)},
+			Listeners: []gwv1.ListenerEntry{{Name: "extra", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType,
+				AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &all}}}},
+		},
+	}
+}
+
+func grant(ns, name, from string) *gwv1beta1.ReferenceGrant {
+	return &gwv1beta1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: gwv1.Namespace(from)}},
+			To:   []gwv1.ReferenceGrantTo{{Kind: "Service"}},
+		},
+	}
+}
+
+func addGRPCRoute(s *resource.Snapshot, i int, gw string) {
+	ns := fmt.Sprintf("team%d", i%Namespaces)
+	svc := fmt.Sprintf("grpc%d", i)
+	addService(s, ns, svc)
+	port := gwv1.PortNumber(8080)
+	r := &gwv1.GRPCRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("grpc%d", i), Generation: 1,
+			CreationTimestamp: metav1.NewTime(epoch.Add(-time.Duration(i) * time.Second))},
+		Spec: gwv1.GRPCRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Namespace: ptr(gwv1.Namespace("infra")), Name: gwv1.ObjectName(gw)}}},
+			Rules: []gwv1.GRPCRouteRule{{
+				Matches:     []gwv1.GRPCRouteMatch{{Method: &gwv1.GRPCMethodMatch{Service: ptr(fmt.Sprintf("pkg.Svc%d", i))}}},
+				BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(svc), Port: &port}}}},
+			}},
+		},
+	}
+	s.GRPCRoutes[key(r.ObjectMeta)] = r
+}
+
+// Copy returns a copy of s that shares its objects: maps are copied, so
+// that objects can be added, replaced or removed without changing s. Call
+// Build on the copy when done.
+func Copy(s *resource.Snapshot) *resource.Snapshot {
+	c := resource.New()
+	copyMap(c.GatewayClasses, s.GatewayClasses)
+	copyMap(c.Gateways, s.Gateways)
+	copyMap(c.ListenerSets, s.ListenerSets)
+	copyMap(c.HTTPRoutes, s.HTTPRoutes)
+	copyMap(c.GRPCRoutes, s.GRPCRoutes)
+	copyMap(c.ReferenceGrants, s.ReferenceGrants)
+	copyMap(c.Services, s.Services)
+	copyMap(c.EndpointSlices, s.EndpointSlices)
+	copyMap(c.Secrets, s.Secrets)
+	copyMap(c.Namespaces, s.Namespaces)
+	copyMap(c.ProxyConfigs, s.ProxyConfigs)
+	copyMap(c.Deployments, s.Deployments)
+	return c
+}
+
+func copyMap[K comparable, V any](dst, src map[K]V) {
+	for k, v := range src {
+		dst[k] = v
+	}
+}
+
+// ChangeRoute returns a copy of s in which HTTPRoute "route<i>" (as made by
+// Snapshot) has another path prefix, and the key of that route. The copy's
+// Changes list that route, as a provider would.
+func ChangeRoute(s *resource.Snapshot, i int, version int) (*resource.Snapshot, resource.Key) {
+	c := Copy(s)
+	k := resource.Key{Namespace: fmt.Sprintf("team%d", i%Namespaces), Name: fmt.Sprintf("route%d", i)}
+	r := c.HTTPRoutes[k].DeepCopy()
+	p := fmt.Sprintf("/r%d/v%d", i, version)
+	r.Spec.Rules[0].Matches[0].Path.Value = &p
+	r.Generation++
+	c.HTTPRoutes[k] = r
+	c.Changes = resource.NewChanges(s.ID())
+	c.Changes.Add(resource.KindHTTPRoute, k)
+	return c.Build(), k
+}
+
+// ChangeEndpoints returns a copy of s in which the EndpointSlice of
+// Service "svc<i>" of namespace "team<ns>" has other addresses, and the
+// key of that slice. The copy's Changes list that slice.
+func ChangeEndpoints(s *resource.Snapshot, ns, i, version int) (*resource.Snapshot, resource.Key) {
+	c := Copy(s)
+	k := resource.Key{Namespace: fmt.Sprintf("team%d", ns%Namespaces), Name: fmt.Sprintf("svc%d-1", i)}
+	es := c.EndpointSlices[k].DeepCopy()
+	for e := range es.Endpoints {
+		es.Endpoints[e].Addresses = []string{fmt.Sprintf("10.200.%d.%d", version%256, e)}
+	}
+	c.EndpointSlices[k] = es
+	c.Changes = resource.NewChanges(s.ID())
+	c.Changes.Add(resource.KindEndpointSlice, k)
+	return c.Build(), k
+}
+
+// Change applies one random change to a copy of s (made by Rich) and
+// returns the copy, built, and a description of the change. Changes touch
+// every kind of object: routes (paths, hostnames, parents, backends,
+// deletion, creation), Gateways, GatewayClasses, ListenerSets, Services,
+// EndpointSlices, Secrets, Namespaces, ReferenceGrants and ProxyConfigs.
+func Change(s *resource.Snapshot, rng *rand.Rand) (*resource.Snapshot, string) {
+	c := Copy(s)
+	desc := changeOne(c, rng)
+	return c.Build(), desc
+}
+
+func pick[K comparable, V any](rng *rand.Rand, m map[K]V, less func(a, b K) int) (K, V, bool) {
+	var zero K
+	if len(m) == 0 {
+		var v V
+		return zero, v, false
+	}
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, less)
+	k := keys[rng.IntN(len(keys))]
+	return k, m[k], true
+}
+
+func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
+	gateways := []string{"gw0", "gw1", "gw2", "gw9", "selective", "missing"}
+	switch n := rng.IntN(40); {
+	case n < 14: // an HTTPRoute
+		k, r, ok := pick(rng, c.HTTPRoutes, resource.CompareKeys)
+		if !ok {
+			return "no route"
+		}
+		orig := r
+		r = r.DeepCopy()
+		r.Generation++
+		c.HTTPRoutes[k] = r
+		switch rng.IntN(9) {
+		case 0:
+			p := fmt.Sprintf("/changed/%d", rng.IntN(1000))
+			r.Spec.Rules[0].Matches[0].Path.Value = &p
+			return "route path " + k.String()
+		case 1:
+			hosts := [][]gwv1.Hostname{nil, {"app1.gw0.example.com"}, {"*.gw1.example.com"}, {"other.example.org"}, {"app2.gw2.example.com", "app3.gw2.example.com"}}
+			r.Spec.Hostnames = hosts[rng.IntN(len(hosts))]
+			return "route hostnames " + k.String()
+		case 2:
+			r.Spec.ParentRefs = []gwv1.ParentReference{{Namespace: ptr(gwv1.Namespace("infra")), Name: gwv1.ObjectName(gateways[rng.IntN(len(gateways))])}}
+			return "route parent " + k.String()
+		case 3:
+			sec := gwv1.SectionName([]string{"http", "https", "nope"}[rng.IntN(3)])
+			r.Spec.ParentRefs = append(r.Spec.ParentRefs, gwv1.ParentReference{Namespace: ptr(gwv1.Namespace("infra")),
+				Name: gwv1.ObjectName(gateways[rng.IntN(len(gateways))]), SectionName: &sec})
+			return "route second parent " + k.String()
+		case 4:
+			names := []string{"svc1", "svc2", "nope"}
+			r.Spec.Rules[1].BackendRefs[0].Name = gwv1.ObjectName(names[rng.IntN(len(names))])
+			if rng.IntN(2) == 0 {
+				r.Spec.Rules[1].BackendRefs[0].Namespace = ptr(gwv1.Namespace(fmt.Sprintf("team%d", rng.IntN(4))))
+			}
+			return "route backend " + k.String()
+		case 5:
+			delete(c.HTTPRoutes, k)
+			return "route deleted " + k.String()
+		case 6:
+			r.Spec.Rules[0].Filters = append(r.Spec.Rules[0].Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestRedirect,
+				RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Hostname: ptr(gwv1.PreciseHostname("moved.example.com"))}})
+			r.Spec.Rules[0].BackendRefs = nil
+			return "route redirect " + k.String()
+		case 7:
+			nk := resource.Key{Namespace: k.Namespace, Name: fmt.Sprintf("new%d", rng.IntN(1000))}
+			r.Name = nk.Name
+			r.CreationTimestamp = metav1.NewTime(epoch.Add(-time.Duration(rng.IntN(100)) * time.Second))
+			c.HTTPRoutes[k] = orig // unchanged: only the copy is new
+			c.HTTPRoutes[nk] = r
+			return "route created " + nk.String()
+		default:
+			r.Spec.Rules[0].Matches[0].Headers = nil
+			return "route headers " + k.String()
+		}
+	case n < 16: // a GRPCRoute
+		k, r, ok := pick(rng, c.GRPCRoutes, resource.CompareKeys)
+		if !ok {
+			return "no grpc route"
+		}
+		if rng.IntN(4) == 0 {
+			delete(c.GRPCRoutes, k)
+			return "grpc route deleted " + k.String()
+		}
+		r = r.DeepCopy()
+		r.Spec.ParentRefs = []gwv1.ParentReference{{Namespace: ptr(gwv1.Namespace("infra")), Name: gwv1.ObjectName(gateways[rng.IntN(len(gateways))])}}
+		r.Spec.Hostnames = []gwv1.Hostname{gwv1.Hostname(fmt.Sprintf("app%d.gw%d.example.com", rng.IntN(3), rng.IntN(3)))}
+		c.GRPCRoutes[k] = r
+		return "grpc route " + k.String()
+	case n < 19: // a Gateway
+		k, g, ok := pick(rng, c.Gateways, resource.CompareKeys)
+		if !ok {
+			return "no gateway"
+		}
+		g = g.DeepCopy()
+		g.Generation++
+		c.Gateways[k] = g
+		switch rng.IntN(6) {
+		case 0:
+			if len(g.Spec.Listeners) > 1 {
+				h := gwv1.Hostname(fmt.Sprintf("*.app%d.gw0.example.com", rng.IntN(3)))
+				g.Spec.Listeners[1].Hostname = &h
+			}
+			return "gateway hostname " + k.String()
+		case 1:
+			g.Spec.Listeners = g.Spec.Listeners[:1]
+			return "gateway listener removed " + k.String()
+		case 2:
+			same := gwv1.NamespacesFromSame
+			g.Spec.Listeners[0].AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &same}}
+			return "gateway allowed routes " + k.String()
+		case 3:
+			delete(c.Gateways, k)
+			return "gateway deleted " + k.String()
+		case 4:
+			g.Spec.GatewayClassName = gwv1.ObjectName([]string{"portico", "configured", "other"}[rng.IntN(3)])
+			return "gateway class " + k.String()
+		default:
+			all := gwv1.NamespacesFromAll
+			g.Spec.AllowedListeners = &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &all}}
+			return "gateway allows listener sets " + k.String()
+		}
+	case n < 21: // a ListenerSet
+		name := fmt.Sprintf("ls%d", rng.IntN(3))
+		k := resource.Key{Namespace: fmt.Sprintf("team%d", rng.IntN(3)), Name: name}
+		if _, ok := c.ListenerSets[k]; ok && rng.IntN(2) == 0 {
+			delete(c.ListenerSets, k)
+			return "listener set deleted " + k.String()
+		}
+		c.ListenerSets[k] = listenerSet(k.Namespace, k.Name, gateways[rng.IntN(len(gateways))], int32(8081+rng.IntN(3)))
+		return "listener set " + k.String()
+	case n < 24: // a Service
+		k, svc, ok := pick(rng, c.Services, resource.CompareKeys)
+		if !ok {
+			return "no service"
+		}
+		switch rng.IntN(3) {
+		case 0:
+			delete(c.Services, k)
+			return "service deleted " + k.String()
+		case 1:
+			svc = svc.DeepCopy()
+			svc.Spec.Ports[0].Port = 8081
+			c.Services[k] = svc
+			return "service port " + k.String()
+		default:
+			svc = svc.DeepCopy()
+			svc.Spec.Ports[0].AppProtocol = ptr("kubernetes.io/h2c")
+			c.Services[k] = svc
+			return "service appProtocol " + k.String()
+		}
+	case n < 30: // an EndpointSlice
+		k, es, ok := pick(rng, c.EndpointSlices, resource.CompareKeys)
+		if !ok {
+			return "no slice"
+		}
+		switch rng.IntN(4) {
+		case 0:
+			delete(c.EndpointSlices, k)
+			return "slice deleted " + k.String()
+		case 1:
+			es = es.DeepCopy()
+			es.Endpoints[0].Conditions.Ready = ptr(false)
+			c.EndpointSlices[k] = es
+			return "slice not ready " + k.String()
+		case 2:
+			es2 := es.DeepCopy()
+			es2.Name += "-2"
+			es2.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.250.0.%d", rng.IntN(250))}}}
+			c.EndpointSlices[key(es2.ObjectMeta)] = es2
+			return "slice added " + key(es2.ObjectMeta).String()
+		default:
+			es = es.DeepCopy()
+			es.Endpoints[len(es.Endpoints)-1].Addresses = []string{fmt.Sprintf("10.251.%d.%d", rng.IntN(250), rng.IntN(250))}
+			c.EndpointSlices[k] = es
+			return "slice address " + k.String()
+		}
+	case n < 32: // the Secret
+		k := resource.Key{Namespace: "infra", Name: "tls"}
+		switch sec := c.Secrets[k]; {
+		case sec == nil:
+			c.Secrets[k] = tlsSecret()
+			return "secret restored"
+		case rng.IntN(2) == 0:
+			delete(c.Secrets, k)
+			return "secret deleted"
+		default:
+			sec = sec.DeepCopy()
+			sec.Data[corev1.TLSCertKey] = []byte("garbage")
+			c.Secrets[k] = sec
+			return "secret invalid"
+		}
+	case n < 34: // a Namespace's labels
+		name := fmt.Sprintf("team%d", rng.IntN(4))
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": fmt.Sprint(rng.IntN(3))}}}
+		c.Namespaces[name] = ns
+		return "namespace labels " + name
+	case n < 36: // a ReferenceGrant
+		k := resource.Key{Namespace: fmt.Sprintf("team%d", rng.IntN(4)), Name: "grant"}
+		if _, ok := c.ReferenceGrants[k]; ok {
+			delete(c.ReferenceGrants, k)
+			return "grant deleted " + k.String()
+		}
+		c.ReferenceGrants[k] = grant(k.Namespace, k.Name, fmt.Sprintf("team%d", rng.IntN(4)))
+		return "grant created " + k.String()
+	case n < 38: // a GatewayClass
+		gc := c.GatewayClasses["portico"].DeepCopy()
+		if gc.Spec.ControllerName == ControllerName && rng.IntN(3) == 0 {
+			gc.Spec.ControllerName = "example.com/other"
+		} else {
+			gc.Spec.ControllerName = ControllerName
+			gc.Generation++
+		}
+		c.GatewayClasses["portico"] = gc
+		return "gateway class"
+	default: // the ProxyConfig
+		k := resource.Key{Namespace: "infra", Name: "proxy"}
+		if _, ok := c.ProxyConfigs[k]; ok && rng.IntN(2) == 0 {
+			delete(c.ProxyConfigs, k)
+			return "proxy config deleted"
+		}
+		c.ProxyConfigs[k] = &v1alpha1.ProxyConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "proxy"},
+			Spec: v1alpha1.ProxyConfigSpec{Replicas: ptr(int32(rng.IntN(5)))}}
+		return "proxy config"
+	}
+}

@@ -1,0 +1,188 @@
+package gatewayapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+)
+
+var incOpts = Options{ControllerName: gen.ControllerName, Now: testNow}
+
+// TestIncrementalMatchesFull applies random single-object changes to a
+// generated world and checks after each that the incremental translation
+// equals a full one.
+func TestIncrementalMatchesFull(t *testing.T) {
+	seed := uint64(7)
+	if s := os.Getenv("PORTICO_INC_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	rng := rand.New(rand.NewPCG(seed, 11))
+	snap := gen.Rich(500)
+	x := NewIncremental()
+	if _, st := x.Translate(snap, incOpts); st.Mode != ModeFull {
+		t.Fatalf("first translation: %s", st.Mode)
+	}
+	modes := map[Mode]int{}
+	steps := 400
+	if testing.Short() {
+		steps = 100
+	}
+	for i := 0; i < steps; i++ {
+		var desc string
+		snap, desc = gen.Change(snap, rng)
+		got, st := x.Translate(snap, incOpts)
+		modes[st.Mode]++
+		want := Translate(snap, incOpts)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d (%s, %s): incremental result differs from the full translation\n%s", i, desc, st.Mode, resultDiff(got, want))
+		}
+		if st.Mode == ModeFull {
+			t.Fatalf("step %d (%s): full translation", i, desc)
+		}
+	}
+	t.Logf("modes: %v", modes)
+	if modes[ModeEndpoints] == 0 || modes[ModeIncremental] == 0 || modes[ModeRoutes] == 0 {
+		t.Errorf("modes %v: want endpoints, routes and incremental translations", modes)
+	}
+}
+
+// resultDiff names the first differing part of two results.
+func resultDiff(a, b *Result) string {
+	if len(a.Statuses) != len(b.Statuses) {
+		ka, kb := map[string]bool{}, map[string]bool{}
+		for _, s := range a.Statuses {
+			ka[s.Key()] = true
+		}
+		for _, s := range b.Statuses {
+			kb[s.Key()] = true
+		}
+		d := ""
+		for k := range ka {
+			if !kb[k] {
+				d += " extra " + k
+			}
+		}
+		for k := range kb {
+			if !ka[k] {
+				d += " missing " + k
+			}
+		}
+		return "number of statuses " + itoa(len(a.Statuses)) + " != " + itoa(len(b.Statuses)) + ":" + d
+	}
+	for i := range a.Statuses {
+		if !reflect.DeepEqual(a.Statuses[i], b.Statuses[i]) {
+			return "status " + a.Statuses[i].Key() + " / " + b.Statuses[i].Key()
+		}
+	}
+	if len(a.Gateways) != len(b.Gateways) {
+		return "number of gateways " + itoa(len(a.Gateways)) + " != " + itoa(len(b.Gateways))
+	}
+	for i := range a.Gateways {
+		if !reflect.DeepEqual(a.Gateways[i], b.Gateways[i]) {
+			ga, gb := a.Gateways[i], b.Gateways[i]
+			for j := range ga.Clusters {
+				if j < len(gb.Clusters) && !reflect.DeepEqual(ga.Clusters[j], gb.Clusters[j]) {
+					for j := range ga.Listeners {
+						if j >= len(gb.Listeners) {
+							break
+						}
+						for k, fc := range ga.Listeners[j].FilterChains {
+							fb := gb.Listeners[j].FilterChains[k]
+							for v, vh := range fc.RouteConfig.VirtualHosts {
+								if v >= len(fb.RouteConfig.VirtualHosts) {
+									return "IR of gateway " + ga.Key() + " more vhosts in " + fc.Name
+								}
+								wb := fb.RouteConfig.VirtualHosts[v]
+								if !reflect.DeepEqual(vh, wb) {
+									var ra, rb []string
+									for _, r := range vh.Routes {
+										ra = append(ra, r.Name)
+									}
+									for _, r := range wb.Routes {
+										rb = append(rb, r.Name)
+									}
+									return fmt.Sprintf("IR of gateway %s chain %s vhost %s/%s:\n%v\n%v", ga.Key(), fc.Name, vh.Name, wb.Name, ra, rb)
+								}
+							}
+						}
+					}
+					return fmt.Sprintf("IR of gateway %s cluster %+v / %+v", ga.Key(), *ga.Clusters[j], *gb.Clusters[j])
+				}
+			}
+			for j := range ga.Listeners {
+				if j >= len(gb.Listeners) {
+					break
+				}
+				for k, fc := range ga.Listeners[j].FilterChains {
+					fb := gb.Listeners[j].FilterChains[k]
+					for v, vh := range fc.RouteConfig.VirtualHosts {
+						if v >= len(fb.RouteConfig.VirtualHosts) {
+							return "IR of gateway " + ga.Key() + " more vhosts in " + fc.Name
+						}
+						wb := fb.RouteConfig.VirtualHosts[v]
+						if !reflect.DeepEqual(vh, wb) {
+							var ra, rb []string
+							for _, r := range vh.Routes {
+								ra = append(ra, r.Name)
+							}
+							for _, r := range wb.Routes {
+								rb = append(rb, r.Name)
+							}
+							return fmt.Sprintf("IR of gateway %s chain %s vhost %s/%s:\n%v\n%v", ga.Key(), fc.Name, vh.Name, wb.Name, ra, rb)
+						}
+					}
+				}
+			}
+			var ca, cb []string
+			for _, c := range ga.Clusters {
+				ca = append(ca, c.Name)
+			}
+			for _, c := range gb.Clusters {
+				cb = append(cb, c.Name)
+			}
+			da, db := map[string]bool{}, map[string]bool{}
+			for _, c := range ca {
+				da[c] = true
+			}
+			for _, c := range cb {
+				db[c] = true
+			}
+			var extra, missing []string
+			for _, c := range ca {
+				if !db[c] {
+					extra = append(extra, c)
+				}
+			}
+			for _, c := range cb {
+				if !da[c] {
+					missing = append(missing, c)
+				}
+			}
+			if len(extra)+len(missing) > 0 {
+				return fmt.Sprintf("IR of gateway %s clusters: extra %v, missing %v", ga.Key(), extra, missing)
+			}
+			ja, _ := json.MarshalIndent(ga, "", " ")
+			jb, _ := json.MarshalIndent(gb, "", " ")
+			la, lb := strings.Split(string(ja), "\n"), strings.Split(string(jb), "\n")
+			for k := range la {
+				if k >= len(lb) || la[k] != lb[k] {
+					lo := max(0, k-8)
+					return fmt.Sprintf("IR of gateway %s at line %d:\n%s\n---\n%s", ga.Key(), k, strings.Join(la[lo:min(len(la), k+3)], "\n"), strings.Join(lb[lo:min(len(lb), k+3)], "\n"))
+				}
+			}
+		}
+	}
+	if !reflect.DeepEqual(a.Infra, b.Infra) {
+		return "infra"
+	}
+	return "?"
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,282 @@
+package gatewayapi
+
+import (
+	"slices"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// set is a set of object references.
+type set[K comparable] map[K]struct{}
+
+func (s set[K]) add(k K) { s[k] = struct{}{} }
+
+// sortedKeys returns the keys of a set of Keys in namespace/name order.
+func sortedKeys(s set[resource.Key]) []resource.Key {
+	out := make([]resource.Key, 0, len(s))
+	for k := range s {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, resource.CompareKeys)
+	return out
+}
+
+// index relates the objects of the last translated snapshot: which routes
+// name which parents, which ListenerSets belong to which Gateway, which
+// Gateways are of which class. It is kept up to date object by object.
+type index struct {
+	// routeParents are the parents a route names (Gateways and
+	// ListenerSets, whether or not they exist).
+	routeParents   map[resource.Ref][]resource.Ref
+	routesByParent map[resource.Ref]set[resource.Ref]
+	// setParent is the Gateway a ListenerSet names.
+	setParent     map[resource.Key]resource.Key
+	setsByGateway map[resource.Key]set[resource.Key]
+	gatewayClass  map[resource.Key]string
+	classGateways map[string]set[resource.Key]
+	// serviceGateways are the Gateways whose IR has a cluster of a
+	// Service; gatewayServices the reverse.
+	serviceGateways map[resource.Key]set[resource.Key]
+	gatewayServices map[resource.Key][]resource.Key
+}
+
+func newIndex() *index {
+	return &index{
+		routeParents:    map[resource.Ref][]resource.Ref{},
+		routesByParent:  map[resource.Ref]set[resource.Ref]{},
+		setParent:       map[resource.Key]resource.Key{},
+		setsByGateway:   map[resource.Key]set[resource.Key]{},
+		gatewayClass:    map[resource.Key]string{},
+		classGateways:   map[string]set[resource.Key]{},
+		serviceGateways: map[resource.Key]set[resource.Key]{},
+		gatewayServices: map[resource.Key][]resource.Key{},
+	}
+}
+
+// build indexes every object of snap.
+func (x *index) build(snap *resource.Snapshot) {
+	for k := range snap.HTTPRoutes {
+		x.updateRoute(snap, resource.Ref{Kind: resource.KindHTTPRoute, Key: k})
+	}
+	for k := range snap.GRPCRoutes {
+		x.updateRoute(snap, resource.Ref{Kind: resource.KindGRPCRoute, Key: k})
+	}
+	for k := range snap.ListenerSets {
+		x.updateSet(snap, k)
+	}
+	for k := range snap.Gateways {
+		x.updateGateway(snap, k)
+	}
+}
+
+// routeParentRefs lists the parents a route names, as attach resolves them.
+func routeParentRefs(ns string, refs []gwv1.ParentReference) []resource.Ref {
+	var out []resource.Ref
+	for _, ref := range refs {
+		group, kind, pns := gwv1.GroupName, KindGateway, ns
+		if ref.Group != nil {
+			group = string(*ref.Group)
+		}
+		if ref.Kind != nil {
+			kind = string(*ref.Kind)
+		}
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			pns = string(*ref.Namespace)
+		}
+		if group != gwv1.GroupName {
+			continue
+		}
+		key := resource.Key{Namespace: pns, Name: string(ref.Name)}
+		switch kind {
+		case KindGateway:
+			out = append(out, resource.Ref{Kind: resource.KindGateway, Key: key})
+		case KindListenerSet:
+			out = append(out, resource.Ref{Kind: resource.KindListenerSet, Key: key})
+		}
+	}
+	return out
+}
+
+// currentRouteParents are the parents route names in snap (none when it
+// does not exist).
+func currentRouteParents(snap *resource.Snapshot, route resource.Ref) []resource.Ref {
+	switch route.Kind {
+	case resource.KindHTTPRoute:
+		if r := snap.HTTPRoutes[route.Key]; r != nil {
+			return routeParentRefs(r.Namespace, r.Spec.ParentRefs)
+		}
+	case resource.KindGRPCRoute:
+		if r := snap.GRPCRoutes[route.Key]; r != nil {
+			return routeParentRefs(r.Namespace, r.Spec.ParentRefs)
+		}
+	}
+	return nil
+}
+
+// updateRoute re-indexes a route as it is in snap.
+func (x *index) updateRoute(snap *resource.Snapshot, route resource.Ref) {
+	for _, p := range x.routeParents[route] {
+		if s := x.routesByParent[p]; s != nil {
+			delete(s, route)
+			if len(s) == 0 {
+				delete(x.routesByParent, p)
+			}
+		}
+	}
+	parents := currentRouteParents(snap, route)
+	if len(parents) == 0 {
+		delete(x.routeParents, route)
+		return
+	}
+	x.routeParents[route] = parents
+	for _, p := range parents {
+		s := x.routesByParent[p]
+		if s == nil {
+			s = set[resource.Ref]{}
+			x.routesByParent[p] = s
+		}
+		s.add(route)
+	}
+}
+
+// setParentKey is the Gateway a ListenerSet names, as processListenerSets
+// resolves it.
+func setParentKey(ls *gwv1.ListenerSet) (resource.Key, bool) {
+	ref := ls.Spec.ParentRef
+	if (ref.Group != nil && string(*ref.Group) != gwv1.GroupName) || (ref.Kind != nil && string(*ref.Kind) != KindGateway) {
+		return resource.Key{}, false
+	}
+	ns := ls.Namespace
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
+	}
+	return resource.Key{Namespace: ns, Name: string(ref.Name)}, true
+}
+
+// updateSet re-indexes a ListenerSet as it is in snap.
+func (x *index) updateSet(snap *resource.Snapshot, k resource.Key) {
+	if old, ok := x.setParent[k]; ok {
+		if s := x.setsByGateway[old]; s != nil {
+			delete(s, k)
+			if len(s) == 0 {
+				delete(x.setsByGateway, old)
+			}
+		}
+		delete(x.setParent, k)
+	}
+	ls := snap.ListenerSets[k]
+	if ls == nil {
+		return
+	}
+	g, ok := setParentKey(ls)
+	if !ok {
+		return
+	}
+	x.setParent[k] = g
+	s := x.setsByGateway[g]
+	if s == nil {
+		s = set[resource.Key]{}
+		x.setsByGateway[g] = s
+	}
+	s.add(k)
+}
+
+// updateGateway re-indexes a Gateway's class as it is in snap.
+func (x *index) updateGateway(snap *resource.Snapshot, k resource.Key) {
+	if old, ok := x.gatewayClass[k]; ok {
+		if s := x.classGateways[old]; s != nil {
+			delete(s, k)
+			if len(s) == 0 {
+				delete(x.classGateways, old)
+			}
+		}
+		delete(x.gatewayClass, k)
+	}
+	gw := snap.Gateways[k]
+	if gw == nil {
+		return
+	}
+	c := string(gw.Spec.GatewayClassName)
+	x.gatewayClass[k] = c
+	s := x.classGateways[c]
+	if s == nil {
+		s = set[resource.Key]{}
+		x.classGateways[c] = s
+	}
+	s.add(k)
+}
+
+// setServices records the Services of the clusters of a Gateway's IR.
+func (x *index) setServices(gw resource.Key, svcs []resource.Key) {
+	if slices.Equal(x.gatewayServices[gw], svcs) {
+		return
+	}
+	for _, s := range x.gatewayServices[gw] {
+		if g := x.serviceGateways[s]; g != nil {
+			delete(g, gw)
+			if len(g) == 0 {
+				delete(x.serviceGateways, s)
+			}
+		}
+	}
+	if len(svcs) == 0 {
+		delete(x.gatewayServices, gw)
+		return
+	}
+	x.gatewayServices[gw] = svcs
+	for _, s := range svcs {
+		g := x.serviceGateways[s]
+		if g == nil {
+			g = set[resource.Key]{}
+			x.serviceGateways[s] = g
+		}
+		g.add(gw)
+	}
+}
+
+// routesOf adds to out the routes that name Gateway g or one of its
+// ListenerSets.
+func (x *index) routesOf(g resource.Key, out set[resource.Ref]) {
+	for r := range x.routesByParent[resource.Ref{Kind: resource.KindGateway, Key: g}] {
+		out.add(r)
+	}
+	for s := range x.setsByGateway[g] {
+		for r := range x.routesByParent[resource.Ref{Kind: resource.KindListenerSet, Key: s}] {
+			out.add(r)
+		}
+	}
+}
+
+// gatewayOf is the Gateway a route parent is or belongs to.
+func (x *index) gatewayOf(p resource.Ref) (resource.Key, bool) {
+	if p.Kind == resource.KindGateway {
+		return p.Key, true
+	}
+	g, ok := x.setParent[p.Key]
+	return g, ok
+}
+
+// scope helpers: a nil scope is the whole snapshot.
+
+func (s *scope) gatewayKeys(snap *resource.Snapshot) []resource.Key {
+	if s == nil {
+		return resource.SortedKeys(snap.Gateways)
+	}
+	return s.gateways
+}
+
+func (s *scope) setKeys(snap *resource.Snapshot) []resource.Key {
+	if s == nil {
+		return resource.SortedKeys(snap.ListenerSets)
+	}
+	return s.sets
+}
+
+func (s *scope) routeKeys(snap *resource.Snapshot) (http, grpc []resource.Key) {
+	if s == nil {
+		return resource.SortedKeys(snap.HTTPRoutes), resource.SortedKeys(snap.GRPCRoutes)
+	}
+	return s.httpRoutes, s.grpcRoutes
+}

@@ -1,0 +1,122 @@
+package translate
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/protobuf/proto"
+)
+
+// Versions are content hashes.
+//
+// Every resource has a hash: the sha256 of its deterministic protobuf
+// encoding, except route configurations and their virtual hosts, whose
+// hashes are built from the hashes of their parts (a Merkle tree) so that a
+// change of one route re-encodes that route only:
+//
+//	hash(route)        = sha256(encoding of the Route)
+//	hash(virtual host) = sha256(len ‖ encoding of the VirtualHost without routes ‖ hash(route)…)
+//	hash(route config) = sha256(len ‖ encoding of the RouteConfiguration without virtual hosts ‖ hash(virtual host)…)
+//
+// The version of a Gateway is the sha256, cut to versionLen hex characters,
+// of the type URL and the hash of each resource type, the hash of a type
+// being the sha256 of the name and hash of each of its resources, in name
+// order. Equal content gives equal versions on every replica; a change of
+// content changes the hash of the resource and the version.
+
+// hash is the content hash of one resource or part of one.
+type hash [sha256.Size]byte
+
+// String is the hash in hex: the per-resource version given to delta xDS.
+func (h hash) String() string {
+	var b [32]byte
+	hex.Encode(b[:], h[:16])
+	return string(b[:])
+}
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
+
+// hasher encodes messages into a reused buffer and hashes them.
+type hasher struct {
+	buf []byte
+}
+
+// message is the hash of m's deterministic encoding.
+func (hs *hasher) message(m proto.Message) (hash, error) {
+	var err error
+	hs.buf, err = deterministic.MarshalAppend(hs.buf[:0], m)
+	if err != nil {
+		return hash{}, fmt.Errorf("marshal %T: %w", m, err)
+	}
+	return sha256.Sum256(hs.buf), nil
+}
+
+// tree is the hash of shell's encoding (length-prefixed) followed by the
+// hashes of its parts.
+func (hs *hasher) tree(shell proto.Message, parts []hash) (hash, error) {
+	var err error
+	hs.buf, err = deterministic.MarshalAppend(hs.buf[:0], shell)
+	if err != nil {
+		return hash{}, fmt.Errorf("marshal %T: %w", shell, err)
+	}
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(hs.buf)))
+	h.Write(n[:])
+	h.Write(hs.buf)
+	for i := range parts {
+		h.Write(parts[i][:])
+	}
+	var out hash
+	h.Sum(out[:0])
+	return out, nil
+}
+
+// entry is a translated resource with its hash.
+type entry struct {
+	name string
+	res  types.Resource
+	hash hash
+	// version is hash.String(), computed once.
+	version string
+}
+
+func newEntry(name string, res types.Resource, h hash) *entry {
+	return &entry{name: name, res: res, hash: h, version: h.String()}
+}
+
+// typeHash is the hash of the names and hashes of the resources of one
+// type, sorted by name.
+func typeHash(entries []*entry) hash {
+	h := sha256.New()
+	var n [8]byte
+	for _, e := range entries {
+		binary.BigEndian.PutUint64(n[:], uint64(len(e.name)))
+		h.Write(n[:])
+		h.Write([]byte(e.name))
+		h.Write(e.hash[:])
+	}
+	var out hash
+	h.Sum(out[:0])
+	return out
+}
+
+// gatewayVersion is the version of a Gateway from the hashes of its
+// resource types, in typeOrder.
+func gatewayVersion(types *[numTypes]hash) string {
+	h := sha256.New()
+	for i, t := range typeOrder {
+		h.Write([]byte(t))
+		h.Write(types[i][:])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:versionLen]
+}
+
+// sameSlice reports whether a and b are the same slice (same elements in
+// the same memory).
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}

@@ -1,0 +1,242 @@
+package translate
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	"github.com/portico-dev/portico/internal/ir"
+)
+
+// Translator translates the IR of Gateways like Translate, remembering for
+// each Gateway what it built so that the next translation of that Gateway
+// re-translates only the parts of the IR that changed:
+//
+//   - the same *ir.Gateway as last time gives the same *Resources;
+//   - a route config, virtual host or route is reused when it is the same
+//     IR object as last time, or (virtual hosts) has the same name, domain
+//     and route objects, unless a cluster it names appeared or
+//     disappeared;
+//   - listeners, clusters, load assignments and secrets are reused when
+//     their IR has the same content;
+//   - when the resulting version equals the previous one, the previous
+//     *Resources is returned.
+//
+// The output is exactly that of Translate. IR given to a Translator must
+// not be modified afterwards. Translations of distinct Gateways may run
+// concurrently (TranslateAll does); those of one Gateway may not.
+type Translator struct {
+	mu    sync.Mutex // guards memos (TranslateAll works in parallel)
+	memos map[string]*gatewayMemo
+}
+
+// NewTranslator returns a Translator that remembers nothing yet.
+func NewTranslator() *Translator {
+	return &Translator{memos: map[string]*gatewayMemo{}}
+}
+
+// Translate is Translate, reusing what the previous translation of the
+// same Gateway built. On error the memory of the Gateway is kept as it was.
+func (x *Translator) Translate(gw *ir.Gateway) (*Resources, error) {
+	if gw == nil {
+		return nil, errors.New("translate: nil gateway")
+	}
+	key := gw.Key()
+	x.mu.Lock()
+	memo := x.memos[key]
+	x.mu.Unlock()
+	if memo == nil {
+		memo = &gatewayMemo{}
+	} else if memo.src == gw && memo.res != nil {
+		return memo.res, nil
+	}
+	res, next, err := translateWith(gw, memo)
+	if err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	x.memos[key] = next
+	x.mu.Unlock()
+	return res, nil
+}
+
+// TranslateAll translates the Gateways like Translate, several at a time
+// (up to GOMAXPROCS): their translations are independent. The results and
+// errors are in the order of gws. The Gateways must be distinct.
+func (x *Translator) TranslateAll(gws []*ir.Gateway) ([]*Resources, []error) {
+	res := make([]*Resources, len(gws))
+	errs := make([]error, len(gws))
+	workers := min(runtime.GOMAXPROCS(0), len(gws))
+	if workers <= 1 {
+		for i, gw := range gws {
+			res[i], errs[i] = x.translateSafe(gw)
+		}
+		return res, errs
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(gws); i = int(next.Add(1) - 1) {
+				res[i], errs[i] = x.translateSafe(gws[i])
+			}
+		})
+	}
+	wg.Wait()
+	return res, errs
+}
+
+// translateSafe is Translate, with a panic turned into an error.
+func (x *Translator) translateSafe(gw *ir.Gateway) (res *Resources, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("translate: panic: %v", r)
+		}
+	}()
+	return x.Translate(gw)
+}
+
+// TranslateAll translates the Gateways like Translate, several at a time.
+func TranslateAll(gws []*ir.Gateway) ([]*Resources, []error) {
+	return NewTranslator().TranslateAll(gws)
+}
+
+// Forget drops what the Translator remembers of the Gateways ("ns/name")
+// for which keep returns false.
+func (x *Translator) Forget(keep func(gateway string) bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for k := range x.memos {
+		if !keep(k) {
+			delete(x.memos, k)
+		}
+	}
+}
+
+// gatewayMemo is what one translation of a Gateway built.
+type gatewayMemo struct {
+	src          *ir.Gateway
+	res          *Resources
+	clusterNames map[string]bool
+	listeners    map[string]*listenerEntry // by resource name
+	routeConfigs map[string]*rcEntry       // by resource name
+	clusters     map[string]*clusterEntry  // by cluster name
+	secrets      map[string]*secretEntry   // by secret name
+	// irClusters and irEndpoints are the cluster and load assignment
+	// entries in the order of src.Clusters.
+	irClusters, irEndpoints []*entry
+	// ents are the resources by type, sorted, and hashes their hashes.
+	ents   [numTypes][]*entry
+	hashes [numTypes]hash
+}
+
+func newGatewayMemo(gw *ir.Gateway) *gatewayMemo {
+	return &gatewayMemo{
+		src:          gw,
+		listeners:    map[string]*listenerEntry{},
+		routeConfigs: map[string]*rcEntry{},
+		clusters:     map[string]*clusterEntry{},
+		secrets:      map[string]*secretEntry{},
+	}
+}
+
+// listenerEntry is a translated listener and the IR it came from.
+type listenerEntry struct {
+	src *ir.Listener
+	*entry
+}
+
+// rcEntry is a translated route configuration.
+type rcEntry struct {
+	src *ir.RouteConfig
+	*entry
+	vhosts map[string]*vhostEntry // by virtual host name
+}
+
+// vhostEntry is a translated virtual host.
+type vhostEntry struct {
+	src    *ir.VirtualHost
+	domain string
+	vh     *routev3.VirtualHost
+	hash   hash
+	routes []*routeEntry
+	// maxBody is the longest direct response body of its routes.
+	maxBody int
+	// clusters are the cluster names its routes name.
+	clusters []string
+}
+
+// routeEntry is a translated route.
+type routeEntry struct {
+	src  *ir.Route
+	r    *routev3.Route
+	hash hash
+	body int // length of the direct response body
+}
+
+// clusterEntry is a translated cluster and its load assignment.
+type clusterEntry struct {
+	protocol  ir.UpstreamProtocol
+	endpoints []ir.Endpoint
+	cluster   *entry
+	cla       *entry
+}
+
+// secretEntry is a translated secret.
+type secretEntry struct {
+	cert, key []byte
+	*entry
+}
+
+// sameRoutes reports whether a and b hold the same route objects.
+func sameRoutes(a []*ir.Route, b []*routeEntry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i].src {
+			return false
+		}
+	}
+	return true
+}
+
+// sameListener reports whether two IR listeners translate to the same
+// listener: equal names, port, protocol and filter chains (their route
+// configs are referred to by name only).
+func sameListener(a, b *ir.Listener) bool {
+	if a == b {
+		return true
+	}
+	if a.Name != b.Name || a.Port != b.Port || a.Protocol != b.Protocol || len(a.FilterChains) != len(b.FilterChains) {
+		return false
+	}
+	for i, fa := range a.FilterChains {
+		fb := b.FilterChains[i]
+		if fa == fb {
+			continue
+		}
+		if fa == nil || fb == nil || fa.Name != fb.Name || !equalStrings(fa.ServerNames, fb.ServerNames) ||
+			!equalStrings(fa.CertificateSecrets, fb.CertificateSecrets) || (fa.RouteConfig == nil) != (fb.RouteConfig == nil) ||
+			(fa.RouteConfig != nil && fa.RouteConfig.Name != fb.RouteConfig.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,280 @@
+package translate
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/portico-dev/portico/internal/ir"
+)
+
+// sameAsFresh checks that got, from a Translator, is exactly what a fresh
+// Translate of gw gives, and that its per-resource versions are the hashes
+// of the fresh translation.
+func sameAsFresh(t *testing.T, gw *ir.Gateway, got *Resources) {
+	t.Helper()
+	want := mustTranslate(t, gw)
+	if got.Version != want.Version {
+		t.Fatalf("version %s, fresh translation %s", got.Version, want.Version)
+	}
+	a, b := marshalAll(t, got), marshalAll(t, want)
+	if len(a) != len(b) {
+		t.Fatalf("%d resources, fresh translation %d", len(a), len(b))
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			t.Fatalf("resource %d differs from the fresh translation", i)
+		}
+	}
+	gv, wv := got.VersionMap(), want.VersionMap()
+	for typ, m := range wv {
+		for name, v := range m {
+			if gv[typ][name] != v {
+				t.Fatalf("%s %s: version %q, fresh %q", typ, name, gv[typ][name], v)
+			}
+		}
+		if len(gv[typ]) != len(m) {
+			t.Fatalf("%s: %d versions, fresh %d", typ, len(gv[typ]), len(m))
+		}
+	}
+}
+
+// Copy-on-write edits of an IR: the result shares every object not on the
+// path to the edit, as gatewayapi's incremental translation does.
+
+func cowGateway(g *ir.Gateway) *ir.Gateway {
+	c := *g
+	c.Listeners = append([]*ir.Listener(nil), g.Listeners...)
+	c.Clusters = append([]*ir.Cluster(nil), g.Clusters...)
+	c.Secrets = append([]*ir.Secret(nil), g.Secrets...)
+	return &c
+}
+
+// cowVirtualHost returns a copy of g in which virtual host vh of the route
+// config of chain fc of listener l is a copy the caller may edit.
+func cowVirtualHost(g *ir.Gateway, l, fc, vh int) (*ir.Gateway, *ir.VirtualHost) {
+	c := cowGateway(g)
+	ll := *c.Listeners[l]
+	ll.FilterChains = append([]*ir.FilterChain(nil), ll.FilterChains...)
+	chain := *ll.FilterChains[fc]
+	rc := *chain.RouteConfig
+	rc.VirtualHosts = append([]*ir.VirtualHost(nil), rc.VirtualHosts...)
+	v := *rc.VirtualHosts[vh]
+	v.Routes = append([]*ir.Route(nil), v.Routes...)
+	rc.VirtualHosts[vh] = &v
+	chain.RouteConfig = &rc
+	ll.FilterChains[fc] = &chain
+	c.Listeners[l] = &ll
+	return c, &v
+}
+
+func TestTranslatorReusesAndMatchesFresh(t *testing.T) {
+	x := NewTranslator()
+	gw := fullGateway()
+	first, err := x.Translate(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameAsFresh(t, gw, first)
+	if again, _ := x.Translate(gw); again != first {
+		t.Error("the same IR gave new Resources")
+	}
+	// Equal content in new objects: same Resources, as the version is equal.
+	x2 := NewTranslator()
+	first2, _ := x2.Translate(fullGateway())
+	if again, _ := x2.Translate(fullGateway()); again != first2 {
+		t.Error("equal IR gave new Resources")
+	}
+
+	steps := []struct {
+		name string
+		edit func(*ir.Gateway) *ir.Gateway
+		// same lists resource names (type/name) whose protos must be the
+		// objects of the previous translation.
+		same []string
+		// unchanged: the output is the same, hence the same Resources.
+		unchanged bool
+	}{
+		{"one route", func(g *ir.Gateway) *ir.Gateway {
+			c, v := cowVirtualHost(g, 0, 0, 1)
+			r := *v.Routes[0]
+			r.Match = ir.Match{Path: prefix("/other")}
+			v.Routes[0] = &r
+			return c
+		}, []string{"L/default/gw/http-80", "L/default/gw/https-443", "R/default/gw/https-443/a", "C/" + clusterA, "E/" + clusterA}, false},
+		{"endpoints", func(g *ir.Gateway) *ir.Gateway {
+			c := cowGateway(g)
+			cl := *c.Clusters[0]
+			cl.Endpoints = []ir.Endpoint{{Address: "10.9.9.9", Port: 80}}
+			c.Clusters[0] = &cl
+			return c
+		}, []string{"L/default/gw/http-80", "R/default/gw/http-80", "C/" + clusterA, "E/" + clusterB}, false},
+		{"protocol", func(g *ir.Gateway) *ir.Gateway {
+			c := cowGateway(g)
+			cl := *c.Clusters[2]
+			cl.Protocol = ir.UpstreamHTTP2
+			c.Clusters[2] = &cl
+			return c
+		}, []string{"R/default/gw/http-80", "E/" + clusterC, "C/" + clusterA}, false},
+		{"cluster removed", func(g *ir.Gateway) *ir.Gateway {
+			// Routes naming clusterC now name a cluster that does not exist:
+			// they answer 500 and must be translated again.
+			c := cowGateway(g)
+			c.Clusters = c.Clusters[:2]
+			return c
+		}, []string{"L/default/gw/http-80", "R/default/gw/https-443/a"}, false},
+		{"cluster back", func(g *ir.Gateway) *ir.Gateway {
+			c := cowGateway(g)
+			c.Clusters = append(c.Clusters, fullGateway().Clusters[2])
+			return c
+		}, nil, false},
+		{"secret", func(g *ir.Gateway) *ir.Gateway {
+			c := cowGateway(g)
+			s := *c.Secrets[1]
+			s.Key = []byte("other key")
+			c.Secrets[1] = &s
+			return c
+		}, []string{"L/default/gw/https-443", "S/" + secretA}, false},
+		{"listener port", func(g *ir.Gateway) *ir.Gateway {
+			c := cowGateway(g)
+			l := *c.Listeners[0]
+			l.Port = 8080
+			c.Listeners[0] = &l
+			return c
+		}, []string{"L/default/gw/https-443", "R/default/gw/http-80"}, false},
+		{"virtual hosts reordered", func(g *ir.Gateway) *ir.Gateway {
+			c, _ := cowVirtualHost(g, 0, 0, 0)
+			vhs := c.Listeners[0].FilterChains[0].RouteConfig.VirtualHosts
+			vhs[0], vhs[1] = vhs[1], vhs[0]
+			return c
+		}, nil, true},
+		{"virtual host removed", func(g *ir.Gateway) *ir.Gateway {
+			c, _ := cowVirtualHost(g, 0, 0, 0)
+			rc := c.Listeners[0].FilterChains[0].RouteConfig
+			rc.VirtualHosts = rc.VirtualHosts[:1]
+			return c
+		}, []string{"L/default/gw/http-80"}, false},
+	}
+	prev := first
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			gw = s.edit(gw)
+			got, err := x.Translate(gw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameAsFresh(t, gw, got)
+			if s.unchanged {
+				if got != prev {
+					t.Fatal("new Resources for the same output")
+				}
+				return
+			}
+			if got == prev || got.Version == prev.Version {
+				t.Fatal("a change kept the previous Resources")
+			}
+			for _, id := range s.same {
+				if a, b := byID(t, prev, id), byID(t, got, id); a != b {
+					t.Errorf("%s translated again", id)
+				}
+			}
+			prev = got
+		})
+	}
+}
+
+// byID finds a resource by "<L|R|C|E|S>/<name>".
+func byID(t *testing.T, r *Resources, id string) any {
+	t.Helper()
+	typ := map[byte]resourcev3.Type{'L': resourcev3.ListenerType, 'R': resourcev3.RouteType, 'C': resourcev3.ClusterType,
+		'E': resourcev3.EndpointType, 'S': resourcev3.SecretType}[id[0]]
+	for _, res := range r.slice(typ) {
+		if resourceNameOf(res) == id[2:] {
+			return res
+		}
+	}
+	t.Fatalf("no resource %s", id)
+	return nil
+}
+
+func TestTranslatorErrorKeepsMemory(t *testing.T) {
+	x := NewTranslator()
+	gw := fullGateway()
+	first, err := x.Translate(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, v := cowVirtualHost(gw, 0, 0, 0)
+	r := *v.Routes[2]
+	r.DirectResponse = &ir.DirectResponse{Status: 99}
+	v.Routes[2] = &r
+	if _, err := x.Translate(bad); err == nil {
+		t.Fatal("invalid route accepted")
+	}
+	if again, err := x.Translate(fullGateway()); err != nil || again != first {
+		t.Errorf("after an error: %v, same Resources %v", err, again == first)
+	}
+	// A reused listener still needs its certificates.
+	noSecret := cowGateway(gw)
+	noSecret.Secrets = noSecret.Secrets[:1]
+	if _, err := x.Translate(noSecret); err == nil {
+		t.Error("listener reused although its certificate is gone")
+	}
+	x.Forget(func(string) bool { return false })
+	if len(x.memos) != 0 {
+		t.Error("Forget kept memories")
+	}
+}
+
+// TestTranslatorRandomEdits applies random copy-on-write edits to a large
+// generated IR and compares every translation with a fresh one.
+func TestTranslatorRandomEdits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := NewTranslator()
+	gw := generatedGateway(500)
+	if _, err := x.Translate(gw); err != nil {
+		t.Fatal(err)
+	}
+	nvh := len(gw.Listeners[0].FilterChains[0].RouteConfig.VirtualHosts)
+	for i := 0; i < 60; i++ {
+		switch rng.IntN(4) {
+		case 0, 1: // edit a route
+			c, v := cowVirtualHost(gw, 0, 0, rng.IntN(nvh))
+			k := rng.IntN(len(v.Routes))
+			r := *v.Routes[k]
+			r.Match = ir.Match{Path: prefix(fmt.Sprintf("/edit/%d", i))}
+			if rng.IntN(3) == 0 {
+				r.Forward = forwardTo(c.Clusters[rng.IntN(len(c.Clusters))].Name)
+			}
+			v.Routes[k] = &r
+			gw = c
+		case 2: // endpoints
+			c := cowGateway(gw)
+			k := rng.IntN(len(c.Clusters))
+			cl := *c.Clusters[k]
+			cl.Endpoints = []ir.Endpoint{{Address: fmt.Sprintf("10.1.%d.%d", i, k%256), Port: 80}}
+			c.Clusters[k] = &cl
+			gw = c
+		case 3: // remove or restore the last cluster
+			c := cowGateway(gw)
+			if len(c.Clusters) == len(generatedGateway(500).Clusters) {
+				c.Clusters = c.Clusters[:len(c.Clusters)-1]
+			} else {
+				c.Clusters = generatedGateway(500).Clusters
+			}
+			gw = c
+		}
+		got, err := x.Translate(gw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAsFresh(t, gw, got)
+	}
+}
+
+func resourceNameOf(r types.Resource) string { return cachev3.GetResourceName(r) }

@@ -1,0 +1,301 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Row is one figure of the table: what, its value and its target.
+type Row struct {
+	Figure, N, Value, Target string
+	Met                      *bool // nil: no target
+}
+
+func (r Row) verdict() string {
+	switch {
+	case r.Met == nil:
+		return "—"
+	case *r.Met:
+		return "met"
+	default:
+		return "**not met**"
+	}
+}
+
+func check(ok bool) *bool { return &ok }
+
+func sortedNs[T any](m map[string]T) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, _ := strconv.Atoi(keys[i])
+		b, _ := strconv.Atoi(keys[j])
+		return a < b
+	})
+	return keys
+}
+
+func f(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// Rows are every figure of r with its issue 6 target.
+func Rows(r *Results) []Row {
+	var rows []Row
+	for _, n := range sortedNs(r.TranslateFull) {
+		t := r.TranslateFull[n]
+		row := Row{Figure: "Full translation (ms; allocs)", N: n, Value: fmt.Sprintf("%s ms; %d allocs", f(t.Ms), t.Allocs)}
+		switch n {
+		case "1000":
+			row.Target, row.Met = "≤ 25 ms", check(t.Ms <= 25)
+		case "10000":
+			row.Target, row.Met = "≤ 250 ms", check(t.Ms <= 250)
+		}
+		rows = append(rows, row)
+	}
+	if a, okA := r.TranslateFull["1000"]; okA {
+		if b, okB := r.TranslateFull["10000"]; okB && a.Ms > 0 {
+			g := b.Ms / a.Ms
+			rows = append(rows, Row{Figure: "Full translation growth 1,000 → 10,000", N: "—",
+				Value: fmt.Sprintf("%.1f×", g), Target: "linear (≤ 12×)", Met: check(g <= 12)})
+		}
+	}
+	for _, n := range sortedNs(r.TranslateIncremental) {
+		row := Row{Figure: "Translation of one changed route (ms)", N: n, Value: f(r.TranslateIncremental[n].Ms)}
+		if n == "10000" {
+			row.Target, row.Met = "≤ 1 ms", check(r.TranslateIncremental[n].Ms <= 1)
+		}
+		rows = append(rows, row)
+	}
+	for _, pair := range []struct {
+		name string
+		m    map[string]Latency
+	}{{"Propagation", r.Propagation}, {"Propagation under churn", r.PropagationChurn}} {
+		for _, n := range sortedNs(pair.m) {
+			l := pair.m[n]
+			rows = append(rows,
+				Row{Figure: pair.name + " p50 (ms)", N: n, Value: f(l.P50), Target: "≤ 20 ms", Met: check(l.P50 <= 20)},
+				Row{Figure: pair.name + " p99 (ms)", N: n, Value: f(l.P99), Target: "≤ 100 ms", Met: check(l.P99 <= 100)},
+				Row{Figure: pair.name + " max (ms)", N: n, Value: f(l.Max)})
+		}
+	}
+	for _, n := range sortedNs(r.EndpointPropagation) {
+		e := r.EndpointPropagation[n]
+		rows = append(rows, Row{Figure: "Endpoint propagation p50 / p99 (ms)", N: n, Value: f(e.P50) + " / " + f(e.P99)})
+	}
+	if s := r.StatusConvergence1000; s != nil {
+		rows = append(rows,
+			Row{Figure: "Status convergence, 1,000 routes (s)", N: "1000", Value: f(s.Seconds), Target: "≤ 2 s", Met: check(s.Seconds <= 2)},
+			Row{Figure: "Gateway status writes", N: "1000", Value: strconv.Itoa(s.GatewayStatusWrites), Target: "≤ 20", Met: check(s.GatewayStatusWrites <= 20)},
+			Row{Figure: "Route status writes", N: "1000", Value: strconv.Itoa(s.RouteStatusWrites), Target: "1 per route (1,000)", Met: check(s.RouteStatusWrites <= 1000)})
+	}
+	for _, n := range sortedNs(r.Memory) {
+		m := r.Memory[n]
+		row := Row{Figure: "Controller RSS / Go heap (MiB)", N: n, Value: f(m.RSSMiB) + " / " + f(m.HeapMiB)}
+		switch n {
+		case "1000":
+			row.Target, row.Met = "RSS ≤ 120 MiB", check(m.RSSMiB <= 120)
+		case "5000":
+			row.Target, row.Met = "RSS ≤ 400 MiB", check(m.RSSMiB <= 400)
+		}
+		rows = append(rows, row)
+	}
+	if r.AllocRateChurnMBs != nil {
+		rows = append(rows, Row{Figure: "Allocation rate under churn (MB/s)", N: largest(r.PropagationChurn),
+			Value: f(*r.AllocRateChurnMBs), Target: "≤ 5 MB/s", Met: check(*r.AllocRateChurnMBs <= 5)})
+	}
+	if fo := r.Failover; fo != nil {
+		rows = append(rows,
+			Row{Figure: "Graceful failover, to a new leader (ms)", N: "—", Value: f(fo.GracefulMs), Target: "≤ 1 s", Met: check(fo.GracefulMs <= 1000)},
+			Row{Figure: "Crash failover, to a new leader (ms)", N: "—", Value: f(fo.CrashMs),
+				Target: fmt.Sprintf("≤ lease (%s s) + 2 s", f(fo.LeaseDurationS)), Met: check(fo.CrashMs <= (fo.LeaseDurationS+2)*1000)})
+	}
+	for _, n := range sortedNs(r.BytesPerRouteChange) {
+		row := Row{Figure: "Bytes pushed per route change (kB)", N: n, Value: f(r.BytesPerRouteChange[n])}
+		if n == "10000" {
+			row.Target, row.Met = "≤ 50 kB", check(r.BytesPerRouteChange[n] <= 50)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func largest[T any](m map[string]T) string {
+	ns := sortedNs(m)
+	if len(ns) == 0 {
+		return "—"
+	}
+	return ns[len(ns)-1]
+}
+
+// WriteMarkdown writes BENCHMARKS.md: charts (relative to chartDir), the
+// table, the machine, details and the command that reproduces the run.
+func WriteMarkdown(w io.Writer, r *Results, d *Details, chartDir string) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("# Benchmarks\n\n")
+	p("Portico's benchmark suite (issue 6), generated by `test/bench/cmd/portico-bench`")
+	p(" from `_output/bench/results.json` (and `details.json`). Do not edit by hand: rerun it.\n\n")
+	p("Reproduce (20–25 minutes on 2 cores, most of it creating 10,000 routes with their Services and")
+	p(" EndpointSlices through the API server; the quick mode, N = 100 and 1,000 with fewer probes, takes 3–5):\n\n")
+	p("```sh\nhack/kube-binaries.sh          # once: kube-apiserver, etcd, kwok, … from the Go module proxy\n")
+	p("make bench-suite               # full run: results, charts in docs/bench/, this file\n")
+	p("make bench-suite BENCH_FLAGS=-quick   # quick run, into _output/bench/ only\n```\n\n")
+	p("## Machine\n\n| | |\n|---|---|\n")
+	m := r.Machine
+	p("| CPU | %s (nproc %d) |\n| Memory | %s GiB |\n| OS | %s |\n| Go | %s |\n| Cluster | %s |\n",
+		m.CPU, m.NProc, f(m.MemGiB), m.OS, m.Go, m.Kube)
+	p("| Controller | %d replicas as `portico controller` processes, xDS over mTLS: %v |\n", m.Replicas, m.XDSTLS)
+	commit := "`" + m.Commit + "`"
+	if m.Commit == "" {
+		commit = "unknown (not a git checkout)"
+	}
+	p("| Commit | %s |\n| Date | %s |\n| Mode | %s, ran %s s |\n", commit, m.Date, m.Mode, f(m.RuntimeS))
+	p("| Highest 1-min load average | %s (above %d, other work competed for the CPUs) |\n\n", f(m.LoadAvgMax), m.NProc)
+	if m.Mode != "full" {
+		p("**This is a %s run: fewer route counts and probes than the full suite; do not compare it with targets.**\n\n", m.Mode)
+	}
+	p("## Charts\n\n")
+	for _, c := range Charts {
+		p("![%s](%s/%s)\n\n", c.Title, chartDir, c.File)
+	}
+	p("## Figures and targets\n\n| Figure | N (routes) | Value | Target | Verdict |\n|---|---|---|---|---|\n")
+	met, total := 0, 0
+	for _, row := range Rows(r) {
+		p("| %s | %s | %s | %s | %s |\n", row.Figure, row.N, row.Value, dash(row.Target), row.verdict())
+		if row.Met != nil {
+			total++
+			if *row.Met {
+				met++
+			}
+		}
+	}
+	p("\n%d of %d targets met.\n\n", met, total)
+	writeMethod(p, d)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "—"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", m[k], k)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func writeMethod(p func(string, ...any), d *Details) {
+	p("## How each figure is measured\n\n")
+	p("- **Full translation**: in-process `testing.Benchmark` of `gen.Snapshot(N)` → `gatewayapi.Translate` →")
+	p(" `translate.Translate` for each of its 10 Gateways (validated, marshalled, hashed Envoy resources).\n")
+	p("- **Translation of one changed route**: the mean of the follower's `portico_translation_duration_seconds`")
+	p(" (sum/count delta) over the quiet propagation probes, each of which is two single-route changes.\n")
+	p("- **Propagation**: an HTTPRoute with a unique path is created on a Gateway; the time until a Delta ADS")
+	p(" client, connected over mTLS (the Gateway's client certificate) to the **follower** replica, receives a")
+	p(" resource holding that path. The route is then deleted and its removal awaited. Under churn, routes change")
+	p(" and Pods restart meanwhile.\n")
+	p("- **Endpoint propagation**: a Pod selected by a Service behind a route is created; from the moment the")
+	p(" suite's watch sees it Ready (kwok), until its IP is in a ClusterLoadAssignment the follower pushed.\n")
+	p("- **Status convergence**: 1,000 routes to a new Gateway created at once (32 concurrent creates); until")
+	p(" the Gateway's listener counts 1,000 attachedRoutes and every route is Accepted. Writes are the status")
+	p(" updates by Portico in the kube-apiserver audit log during that window.\n")
+	p("- **Memory**: VmRSS of the controller processes (the larger) and their `go_memstats_heap_inuse_bytes`,")
+	p(" after the quiet probes. **Allocation rate**: `go_memstats_alloc_bytes_total` delta per second under churn,")
+	p(" the larger replica, at the largest N.\n")
+	p("- **Failover**: SIGTERM (graceful, median of %d) or SIGKILL (crash) of the leader process; the time until", GracefulSamples)
+	p(" the other replica's `/debug/leader` says it leads. The time until a route created at the kill is Accepted")
+	p(" and the new leader's status queue is empty is in the details below.\n")
+	p("- **Bytes per route change**: the median, over the quiet probes, of the sum of `proto.Size` of the")
+	p(" resources in the Delta responses caused by creating one route.\n\n")
+	if d == nil {
+		return
+	}
+	p("## Details\n\n")
+	if len(d.ControllerArgs) > 0 {
+		p("Extra controller flags: `%s`.\n\n", strings.Join(d.ControllerArgs, " "))
+	} else {
+		p("Controllers run with the defaults of `portico controller` (debounce, lease timings, API QPS).\n\n")
+	}
+	keys := make([]string, 0, len(d.Workload))
+	for k := range d.Workload {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	p("Workload:\n\n")
+	for _, k := range keys {
+		p("- %s: %v\n", k, d.Workload[k])
+	}
+	p("\n| N | grow s | sync s | probes (quiet / churn / endpoint) | delete p50 ms | proxy config kB | translations | RSS leader / follower MiB |\n|---|---|---|---|---|---|---|---|\n")
+	for _, n := range sortedNs(d.Stages) {
+		st := d.Stages[n]
+		probes := func(ps *ProbeStats) string {
+			if ps == nil {
+				return "—"
+			}
+			if ps.Failures > 0 {
+				return fmt.Sprintf("%d (%d failed)", ps.Probes, ps.Failures)
+			}
+			return strconv.Itoa(ps.Probes)
+		}
+		del := "—"
+		if st.Propagation != nil && st.Propagation.Delete != nil {
+			del = f(st.Propagation.Delete.P50)
+		}
+		var kb float64
+		for _, v := range st.ProxyConfigKB {
+			kb += v
+		}
+		p("| %s | %s | %s | %s / %s / %s | %s | %s | %d | %s / %s |\n", n, f(st.GrowSeconds), f(st.SyncSeconds),
+			probes(st.Propagation), probes(st.Churn), probes(st.Endpoint), del, f(round(kb, 1)), st.Translations,
+			f(st.Memory["leader"].RSSMiB), f(st.Memory["follower"].RSSMiB))
+	}
+	p("\n")
+	if c := d.StatusConvergence; c != nil {
+		p("Status convergence: attachedRoutes = %d after %s s, every route Accepted after %s s (creates took %s s);",
+			c.Routes, f(c.AttachedSeconds), f(c.AllAcceptedSeconds), f(c.CreateSeconds))
+		p(" status writes in the audit log: %s; in the leader's metrics: %s.", counts(c.AuditWrites), counts(c.MetricWrites))
+		if !c.Converged {
+			p(" **It did not converge within %s s.**", f(c.WaitedSeconds))
+		}
+		p("\n\n")
+	}
+	for _, fo := range d.Failover {
+		p("- Failover by %s at %d routes: new leader after %s ms", fo.Signal, d.FailoverAtRoutes, f(fo.LeaderMs))
+		if fo.Converged != nil {
+			if *fo.Converged {
+				p(", converged status after %s ms", f(fo.ConvergedMs))
+			} else {
+				p(", status **not converged** after %s ms", f(fo.ConvergedMs))
+			}
+		}
+		p(".\n")
+	}
+	if len(d.Failover) > 0 {
+		p("\n")
+	}
+	if len(d.Errors) > 0 {
+		p("Errors during the run:\n\n")
+		for _, e := range d.Errors {
+			p("- %s\n", e)
+		}
+		p("\n")
+	}
+}

@@ -1,0 +1,227 @@
+// Package bench is Portico's benchmark suite (issue 6): full and
+// incremental translation, propagation of a route change to a proxy
+// connected to a follower replica (quiet and under churn), endpoint
+// propagation, status convergence, memory, failover and bytes pushed per
+// change, on a kwok cluster with a real API server and two controller
+// processes. cmd/portico-bench runs it and writes results.json, charts and
+// BENCHMARKS.md.
+//
+// It only uses Portico's public entry points (the portico binary, its admin
+// endpoints and xDS server, gatewayapi.Translate, translate.Translate and
+// gen.Snapshot), so it keeps working while the internals change.
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Results is results.json, in the shape issue 6 fixes: N is a string key,
+// times are in milliseconds unless the name says otherwise. A scenario that
+// did not run (or failed) is null or missing from its map; details.json says
+// why.
+type Results struct {
+	Machine               Machine                  `json:"machine"`
+	TranslateFull         map[string]TranslateFull `json:"translate_full"`
+	TranslateIncremental  map[string]Millis        `json:"translate_incremental"`
+	Propagation           map[string]Latency       `json:"propagation"`
+	PropagationChurn      map[string]Latency       `json:"propagation_churn"`
+	EndpointPropagation   map[string]Percentiles   `json:"endpoint_propagation"`
+	StatusConvergence1000 *StatusConvergence       `json:"status_convergence_1000"`
+	Memory                map[string]Memory        `json:"memory"`
+	AllocRateChurnMBs     *float64                 `json:"alloc_rate_churn_mb_s"`
+	Failover              *Failover                `json:"failover"`
+	BytesPerRouteChange   map[string]float64       `json:"bytes_per_route_change"` // kB
+}
+
+// NewResults returns Results with every map present (empty maps encode as
+// {}, so the shape holds even when a scenario is skipped).
+func NewResults() *Results {
+	return &Results{
+		TranslateFull:        map[string]TranslateFull{},
+		TranslateIncremental: map[string]Millis{},
+		Propagation:          map[string]Latency{},
+		PropagationChurn:     map[string]Latency{},
+		EndpointPropagation:  map[string]Percentiles{},
+		Memory:               map[string]Memory{},
+		BytesPerRouteChange:  map[string]float64{},
+	}
+}
+
+// Machine describes where the suite ran.
+type Machine struct {
+	NProc     int     `json:"nproc"`
+	CPU       string  `json:"cpu"`
+	Go        string  `json:"go"`
+	OS        string  `json:"os"`
+	MemGiB    float64 `json:"mem_gib"`
+	Commit    string  `json:"commit"`
+	Date      string  `json:"date"`
+	Mode      string  `json:"mode"` // "full" or "quick"
+	RuntimeS  float64 `json:"runtime_s"`
+	XDSTLS    bool    `json:"xds_tls"`
+	Replicas  int     `json:"replicas"`
+	Kube      string  `json:"kubernetes"`
+	Processes bool    `json:"controller_processes"`
+	// LoadAvgMax is the highest 1-minute load average seen at the start
+	// and end of each phase: above nproc, other work competed for the CPUs.
+	LoadAvgMax float64 `json:"load_avg_max"`
+}
+
+// TranslateFull is one full translation at N routes.
+type TranslateFull struct {
+	Ms     float64 `json:"ms"`
+	Allocs int64   `json:"allocs"`
+}
+
+// Millis is a single duration in milliseconds.
+type Millis struct {
+	Ms float64 `json:"ms"`
+}
+
+// Latency is the distribution of probe latencies.
+type Latency struct {
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// Percentiles is a distribution without its maximum.
+type Percentiles struct {
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+}
+
+// StatusConvergence: 1,000 routes created at once until every one is
+// Accepted and the Gateway counts them all.
+type StatusConvergence struct {
+	Seconds             float64 `json:"seconds"`
+	GatewayStatusWrites int     `json:"gateway_status_writes"`
+	RouteStatusWrites   int     `json:"route_status_writes"`
+}
+
+// Memory of a controller replica at N routes.
+type Memory struct {
+	RSSMiB  float64 `json:"rss_mib"`
+	HeapMiB float64 `json:"heap_mib"`
+}
+
+// Failover times: to a new leader, after SIGTERM (graceful) or SIGKILL
+// (crash) of the leader process.
+type Failover struct {
+	GracefulMs     float64 `json:"graceful_ms"`
+	CrashMs        float64 `json:"crash_ms"`
+	LeaseDurationS float64 `json:"lease_duration_s"`
+}
+
+// Key is the results.json key of a route count.
+func Key(n int) string { return strconv.Itoa(n) }
+
+// Durations summarises samples.
+type Durations []time.Duration
+
+// Quantile is the nearest-rank q-quantile (0 < q ≤ 1) in milliseconds; 0
+// without samples.
+func (d Durations) Quantile(q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append(Durations(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	rank := int(math.Ceil(q*float64(len(s)))) - 1
+	rank = min(max(rank, 0), len(s)-1)
+	return ms(s[rank])
+}
+
+// Latency is p50, p99 and max.
+func (d Durations) Latency() Latency {
+	return Latency{P50: d.Quantile(0.5), P99: d.Quantile(0.99), Max: d.Quantile(1)}
+}
+
+// Percentiles is p50 and p99.
+func (d Durations) Percentiles() Percentiles {
+	return Percentiles{P50: d.Quantile(0.5), P99: d.Quantile(0.99)}
+}
+
+// ms converts to milliseconds rounded to 0.01.
+func ms(d time.Duration) float64 { return round(float64(d)/float64(time.Millisecond), 2) }
+
+func round(v float64, digits int) float64 {
+	p := math.Pow10(digits)
+	return math.Round(v*p) / p
+}
+
+// LoadAvg is the 1-minute load average (0 if unknown).
+func LoadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// WriteJSON writes v indented to path.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// ReadResults reads a results.json.
+func ReadResults(path string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := NewResults()
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// DescribeMachine fills what can be read from the host.
+func DescribeMachine(repo string) Machine {
+	m := Machine{NProc: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format(time.RFC3339)}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	m.OS = runtime.GOOS + "/" + runtime.GOARCH
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.OS += " " + strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				m.MemGiB = round(kb/1024/1024, 1)
+			}
+		}
+	}
+	cmd := exec.Command("git", "describe", "--always", "--dirty", "--abbrev=12")
+	cmd.Dir = repo
+	if out, err := cmd.Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+	}
+	return m
+}
