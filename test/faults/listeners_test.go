@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,6 +85,8 @@ func manyWriters(t *testing.T, n int, listenerSets bool, inFlight int) {
 		return total
 	}
 	var conflicts, failures, retries atomic.Int64
+	wroteAt := make([]time.Time, n) // when client i's write returned
+	seen := watchProgrammed(w, n, listenerSets)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, inFlight)
 	for i := range n {
@@ -108,6 +111,7 @@ func manyWriters(t *testing.T, n int, listenerSets bool, inFlight int) {
 					}
 				}
 			}
+			wroteAt[i] = time.Now()
 			if apierrors.IsConflict(err) {
 				conflicts.Add(1)
 			}
@@ -134,6 +138,18 @@ func manyWriters(t *testing.T, n int, listenerSets bool, inFlight int) {
 	}
 	eventually(t, 120*time.Second, fmt.Sprintf("all %d listeners programmed", n), check)
 	figure(t, "all_programmed", time.Since(start))
+	// How long each client waited for its own listener to be Programmed.
+	var waits []time.Duration
+	for i, at := range seen() {
+		waits = append(waits, at.Sub(wroteAt[i]))
+	}
+	if len(waits) != n {
+		t.Errorf("saw %d of %d listeners become Programmed", len(waits), n)
+	} else {
+		slices.Sort(waits)
+		figure(t, "client_wait_for_programmed_p50", waits[n/2])
+		figure(t, "client_wait_for_programmed_max", waits[n-1])
+	}
 	eventually(t, 30*time.Second, "the shared Gateway programmed", func() error {
 		if err := w.gatewayProgrammed("shared", 0); err != nil {
 			return err
@@ -180,6 +196,61 @@ func manyWriters(t *testing.T, n int, listenerSets bool, inFlight int) {
 		if k := r.statusWrites(nil); k > 0 {
 			t.Errorf("follower %s wrote %d statuses", r.name, k)
 		}
+	}
+}
+
+// watchProgrammed polls (every 100 ms) until the returned function is
+// called, noting when each client's listener was first seen Programmed; the
+// function returns those times by client.
+func watchProgrammed(w *world, n int, listenerSets bool) func() map[int]time.Time {
+	seen := map[int]time.Time{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	note := func(name string, conds []metav1.Condition) {
+		var i int
+		if _, err := fmt.Sscanf(name, "https-%03d", &i); err != nil || i < 0 || i >= n {
+			return
+		}
+		if _, ok := seen[i]; ok {
+			return
+		}
+		if c := meta.FindStatusCondition(conds, "Programmed"); c != nil && c.Status == metav1.ConditionTrue {
+			seen[i] = time.Now()
+		}
+	}
+	go func() {
+		defer close(done)
+		for {
+			if listenerSets {
+				var list gwv1.ListenerSetList
+				if kubeClient().List(w.ctx, &list, client.InNamespace(w.ns)) == nil {
+					for _, ls := range list.Items {
+						for _, l := range ls.Status.Listeners {
+							note(string(l.Name), l.Conditions)
+						}
+					}
+				}
+			} else {
+				var gw gwv1.Gateway
+				if kubeClient().Get(w.ctx, w.key("shared"), &gw) == nil {
+					for _, l := range gw.Status.Listeners {
+						note(string(l.Name), l.Conditions)
+					}
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-w.ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() map[int]time.Time {
+		close(stop)
+		<-done
+		return seen
 	}
 }
 

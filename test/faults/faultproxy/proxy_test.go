@@ -109,6 +109,8 @@ func TestFaults(t *testing.T) {
 			if err != nil || code != 200 || body != "PUT /apis/gateway.networking.k8s.io/v1/namespaces/ns/httproutes/r1/status" {
 				t.Fatalf("pass-through: %d %q %v", code, body, err)
 			}
+			// The handler finishes the record just after the response is out.
+			waitFor(t, func() bool { return p.Count(func(r *Record) bool { return r.InFlight() }) == 0 })
 			recs := p.Records(nil)
 			if len(recs) != 1 || recs[0].Class != ClassStatusWrite || recs[0].Resource != "httproutes" || recs[0].Name != "r1" ||
 				recs[0].Namespace != "ns" || recs[0].Code != 200 || recs[0].Forwarded.IsZero() || recs[0].InFlight() {
