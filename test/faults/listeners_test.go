@@ -143,12 +143,13 @@ func manyWriters(t *testing.T, n int, listenerSets bool, inFlight int) {
 	for i, at := range seen() {
 		waits = append(waits, at.Sub(wroteAt[i]))
 	}
-	if len(waits) != n {
-		t.Errorf("saw %d of %d listeners become Programmed", len(waits), n)
-	} else {
+	// A figure, not a verdict: the watch may miss a listener that became
+	// Programmed between two events (all n are checked Programmed above).
+	figure(t, "client_waits_observed", len(waits))
+	if len(waits) > 0 {
 		slices.Sort(waits)
-		figure(t, "client_wait_for_programmed_p50", waits[n/2])
-		figure(t, "client_wait_for_programmed_max", waits[n-1])
+		figure(t, "client_wait_for_programmed_p50", waits[len(waits)/2])
+		figure(t, "client_wait_for_programmed_max", waits[len(waits)-1])
 	}
 	eventually(t, 30*time.Second, "the shared Gateway programmed", func() error {
 		if err := w.gatewayProgrammed("shared", 0); err != nil {
