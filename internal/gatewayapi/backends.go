@@ -76,10 +76,6 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("backend Service %s has no port; port is required for Services", id)}
 	}
 	port := *ref.Port
-	name := id + "/" + strconv.Itoa(int(port))
-	if def, ok := t.clusters[name]; ok {
-		return def, nil
-	}
 	svc := t.snap.Services[resource.Key{Namespace: ns, Name: string(ref.Name)}]
 	if svc == nil {
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s does not exist", id)}
@@ -98,7 +94,7 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 	if sp == nil {
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s has no TCP port %d", id, port)}
 	}
-	def := &clusterDef{name: name, svc: resource.Key{Namespace: ns, Name: string(ref.Name)}, port: *sp}
+	def := &clusterDef{name: id + "/" + strconv.Itoa(int(port)), svc: resource.Key{Namespace: ns, Name: string(ref.Name)}, port: *sp}
 	if sp.AppProtocol != nil {
 		switch *sp.AppProtocol {
 		case "kubernetes.io/h2c", "h2c", "grpc":
@@ -108,7 +104,6 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 				fmt.Sprintf("Service %s port %d has appProtocol %q; TLS to backends is not supported", id, port, *sp.AppProtocol)}
 		}
 	}
-	t.clusters[name] = def
 	t.clusterByRef[clusterRef{ns, string(ref.Name), int32(port)}] = def
 	return def, nil
 }

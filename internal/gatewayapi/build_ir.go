@@ -94,7 +94,7 @@ func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 		for _, c := range b.clusters {
 			b.gw.Clusters = append(b.gw.Clusters, c)
 		}
-		sort.Slice(b.gw.Clusters, func(i, j int) bool { return b.gw.Clusters[i].Name < b.gw.Clusters[j].Name })
+		slices.SortFunc(b.gw.Clusters, func(a, b *ir.Cluster) int { return strings.Compare(a.Name, b.Name) })
 	}
 	for _, s := range b.secrets {
 		b.gw.Secrets = append(b.gw.Secrets, s)

@@ -33,13 +33,22 @@ import (
 //
 // Those Gateways are translated again with every route attached to them
 // (closed over the other parents of those routes), reusing the compiled
-// rules of unchanged routes and the endpoints of unchanged Services. The
-// statuses, IR and infrastructure specs of other objects are kept.
+// rules of unchanged routes, the endpoints of unchanged Services and the
+// virtual hosts whose routes did not change. The statuses, IR and
+// infrastructure specs of other objects are kept.
 //
-// A change of EndpointSlices only (the endpoints path) recomputes the
-// endpoints of the clusters of the Services they belong to, in the IR of
-// the Gateways that have such clusters, and nothing else: statuses do not
-// depend on endpoints.
+// Two cheaper paths handle the most frequent changes:
+//
+//   - routes only (ModeRoutes, see fastpath.go): the Gateways the changed
+//     routes name keep their translated listeners and the other routes
+//     attached to them; only the changed routes are compiled and attached
+//     again, and only their statuses, those of their Gateways and
+//     ListenerSets, and the virtual hosts their hostnames cover, are
+//     computed again;
+//   - EndpointSlices only (ModeEndpoints): the endpoints of the clusters
+//     of the Services they belong to are computed again, in the IR of the
+//     Gateways that have such clusters, and nothing else: statuses do not
+//     depend on endpoints.
 //
 // An Incremental is not safe for concurrent use. A translation that panics
 // leaves it invalid: the next translation is a full one.
@@ -152,7 +161,9 @@ func (x *Incremental) Translate(snap *resource.Snapshot, opts Options) (*Result,
 	}
 	ch := x.changes(snap, opts)
 	switch {
-	case ch == nil:
+	case ch == nil || ch.Len() > snap.Len()/2+10:
+		// Unknown changes, or so many (a file provider reads every object
+		// again) that a full translation is cheaper.
 		return x.full(snap, opts), Stats{Mode: ModeFull, StatusesChanged: true, InfraChanged: true}
 	case ch.Len() == 0:
 		x.snap = snap
@@ -476,11 +487,21 @@ func (x *Incremental) patchEndpoints(snap *resource.Snapshot, res *Result, a *af
 // computed again, or gw itself when they did not change.
 func (x *Incremental) patchGateway(snap *resource.Snapshot, gw *ir.Gateway, svcs set[resource.Key]) *ir.Gateway {
 	var clusters []*ir.Cluster
-	for i, c := range gw.Clusters {
-		svc := resource.Key{Namespace: c.ServiceNamespace, Name: c.ServiceName}
-		if !hasKey(svcs, svc) {
-			continue
+	// The clusters of a Service, named "<ns>/<name>/<port>", are adjacent
+	// in the sorted list: found by binary search.
+	var idx []int
+	for svc := range svcs {
+		prefix := svc.Namespace + "/" + svc.Name + "/"
+		i, _ := slices.BinarySearchFunc(gw.Clusters, prefix, func(c *ir.Cluster, p string) int { return strings.Compare(c.Name, p) })
+		for ; i < len(gw.Clusters) && strings.HasPrefix(gw.Clusters[i].Name, prefix); i++ {
+			if c := gw.Clusters[i]; c.ServiceNamespace == svc.Namespace && c.ServiceName == svc.Name {
+				idx = append(idx, i)
+			}
 		}
+	}
+	for _, i := range idx {
+		c := gw.Clusters[i]
+		svc := resource.Key{Namespace: c.ServiceNamespace, Name: c.ServiceName}
 		eps := x.memo.clusterEndpoints(snap, c.Name, svc, servicePortName(snap.Services[svc], c.ServicePort))
 		if slices.Equal(eps, c.Endpoints) {
 			continue

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 var incOpts = Options{ControllerName: gen.ControllerName, Now: testNow}
@@ -36,7 +37,21 @@ func TestIncrementalMatchesFull(t *testing.T) {
 	}
 	for i := 0; i < steps; i++ {
 		var desc string
+		prev := snap
 		snap, desc = gen.Change(snap, rng)
+		if i%3 == 0 {
+			// As a provider lists them: the changes, and more (objects that
+			// did not change, or that do not exist).
+			c := resource.Diff(prev, snap)
+			for k := range snap.Services {
+				if rng.IntN(200) == 0 {
+					c.Add(resource.KindService, k)
+				}
+			}
+			c.Add(resource.KindSecret, resource.Key{Namespace: "nowhere", Name: "nothing"})
+			c.Add(resource.KindEndpointSlice, resource.Key{Namespace: "nowhere", Name: "nothing"})
+			snap.Changes = c
+		}
 		got, st := x.Translate(snap, incOpts)
 		modes[st.Mode]++
 		want := Translate(snap, incOpts)
@@ -48,6 +63,26 @@ func TestIncrementalMatchesFull(t *testing.T) {
 		}
 	}
 	t.Logf("modes: %v", modes)
+
+	// What the Incremental remembers is bounded by the world, whatever the
+	// churn: nothing of deleted objects is kept.
+	routes := len(snap.HTTPRoutes) + len(snap.GRPCRoutes)
+	for what, n := range map[string]int{
+		"compiled routes": len(x.memo.compiled), "route states": len(x.memo.routes), "route parents": len(x.idx.routeParents),
+	} {
+		if n > routes {
+			t.Errorf("%d %s for %d routes", n, what, routes)
+		}
+	}
+	if n, max := len(x.rec.reads), routes+len(snap.Gateways)+len(snap.GatewayClasses); n > max {
+		t.Errorf("dependencies of %d objects, at most %d exist", n, max)
+	}
+	if n := len(x.memo.irs); n > len(snap.Gateways) {
+		t.Errorf("%d IR memories for %d Gateways", n, len(snap.Gateways))
+	}
+	if n := len(x.memo.svcClusters); n > len(snap.Services)+len(x.idx.serviceGateways)+50 {
+		t.Errorf("endpoints of %d Services remembered, %d exist", n, len(snap.Services))
+	}
 	if modes[ModeEndpoints] == 0 || modes[ModeIncremental] == 0 || modes[ModeRoutes] == 0 {
 		t.Errorf("modes %v: want endpoints, routes and incremental translations", modes)
 	}

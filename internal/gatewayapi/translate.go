@@ -45,7 +45,7 @@
 package gatewayapi
 
 import (
-	"sort"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -61,8 +61,8 @@ type translator struct {
 
 	nsLabels map[string]labels.Set
 	secrets  map[string]secretEntry
-	clusters map[string]*clusterDef
-	// clusterByRef indexes clusters by namespace, name and port.
+	// clusterByRef holds the clusters resolved so far, by namespace, name
+	// and port.
 	clusterByRef map[clusterRef]*clusterDef
 
 	classes  map[string]*classState
@@ -117,7 +117,6 @@ func newTranslator(snap *resource.Snapshot, opts Options) *translator {
 		grants:       newGrantIndex(snap),
 		nsLabels:     map[string]labels.Set{},
 		secrets:      map[string]secretEntry{},
-		clusters:     map[string]*clusterDef{},
 		clusterByRef: map[clusterRef]*clusterDef{},
 		classes:      map[string]*classState{},
 		gateways:     map[resource.Key]*gatewayState{},
@@ -143,15 +142,7 @@ func (t *translator) run(res *Result) *Result {
 func (t *translator) now() metav1.Time { return t.opts.Now }
 
 func sortStatuses(s []Status) {
-	sort.SliceStable(s, func(i, j int) bool {
-		if s[i].Kind != s[j].Kind {
-			return s[i].Kind < s[j].Kind
-		}
-		if s[i].Namespace != s[j].Namespace {
-			return s[i].Namespace < s[j].Namespace
-		}
-		return s[i].Name < s[j].Name
-	})
+	slices.SortStableFunc(s, func(a, b Status) int { return compareStatuses(&a, &b) })
 }
 
 // olderFirst orders objects by creationTimestamp, then namespace/name: the

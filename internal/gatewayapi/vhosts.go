@@ -2,7 +2,6 @@ package gatewayapi
 
 import (
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -76,7 +75,7 @@ func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener) *ir.R
 	for h := range domains {
 		names = append(names, h)
 	}
-	sort.Slice(names, func(i, j int) bool { return vhostName(names[i]) < vhostName(names[j]) })
+	slices.SortFunc(names, func(a, b string) int { return strings.Compare(vhostName(a), vhostName(b)) })
 	rc.VirtualHosts = make([]*ir.VirtualHost, 0, len(names))
 	for _, h := range names {
 		owner := ownerOf(h, ls)

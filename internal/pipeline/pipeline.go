@@ -6,6 +6,19 @@
 //
 // Only Run writes. Readers (admin endpoints, tests) see the last result
 // through an atomic pointer to an immutable Result.
+//
+// Translation is incremental. A gatewayapi.Incremental translates each
+// snapshot from the previous one, using the snapshot's Changes (listed by
+// the Kubernetes provider) or else comparing the two snapshots: a change of
+// EndpointSlices only updates the endpoints of the affected clusters
+// (statuses and proxies are not published again), a change of routes only
+// re-translates those routes on their Gateways, and other changes the
+// Gateways they affect. A translate.Translator then re-translates the IR
+// parts that changed: unchanged Gateways keep their Resources (same
+// version, no cache update), changed ones reuse the Envoy resources of
+// unchanged listeners, route configs, virtual hosts, routes, clusters and
+// load assignments. A Gateway API translation that panics makes the next
+// one full.
 package pipeline
 
 import (
@@ -405,6 +418,7 @@ func (p *Pipeline) logChanges(prev, cur *Result, xlate time.Duration, snap *reso
 		level = slog.LevelDebug
 	}
 	p.log.Log(context.Background(), level, "translated",
+		"mode", cur.Stats.Mode, "changes", cur.Stats.Changes, "retranslatedGateways", cur.Stats.Gateways,
 		"objects", snap.Len(),
 		"gateways", len(cur.XDS),
 		"statuses", len(cur.Result.Statuses),

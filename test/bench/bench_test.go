@@ -336,11 +336,11 @@ func TestRowsAndMarkdown(t *testing.T) {
 		}
 	}
 	var md bytes.Buffer
-	if err := WriteMarkdown(&md, r, d, "docs/bench"); err != nil {
+	if err := WriteMarkdown(&md, r, d, "docs/bench", "Baseline.\nSecond line."); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"![Propagation latency against route count](docs/bench/latency.png)",
-		"| CPU | AMD EPYC (nproc 2) |", "make bench-suite", "targets met.", "- something", "Failover by SIGKILL"} {
+		"| CPU | AMD EPYC (nproc 2) |", "make bench-suite", "targets met.", "- something", "Failover by SIGKILL", "> Baseline.\n> Second line.\n"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}

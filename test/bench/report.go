@@ -133,7 +133,8 @@ func largest[T any](m map[string]T) string {
 
 // WriteMarkdown writes BENCHMARKS.md: charts (relative to chartDir), the
 // table, the machine, details and the command that reproduces the run.
-func WriteMarkdown(w io.Writer, r *Results, d *Details, chartDir string) error {
+// A non-empty note is quoted after the reproduction commands.
+func WriteMarkdown(w io.Writer, r *Results, d *Details, chartDir, note string) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("# Benchmarks\n\n")
@@ -144,6 +145,9 @@ func WriteMarkdown(w io.Writer, r *Results, d *Details, chartDir string) error {
 	p("```sh\nhack/kube-binaries.sh          # once: kube-apiserver, etcd, kwok, … from the Go module proxy\n")
 	p("make bench-suite               # full run: results, charts in docs/bench/, this file\n")
 	p("make bench-suite BENCH_FLAGS=-quick   # quick run, into _output/bench/ only\n```\n\n")
+	if note = strings.TrimSpace(note); note != "" {
+		p("> %s\n\n", strings.ReplaceAll(note, "\n", "\n> "))
+	}
 	p("## Machine\n\n| | |\n|---|---|\n")
 	m := r.Machine
 	p("| CPU | %s (nproc %d) |\n| Memory | %s GiB |\n| OS | %s |\n| Go | %s |\n| Cluster | %s |\n",
@@ -243,7 +247,7 @@ func writeMethod(p func(string, ...any), d *Details) {
 	for _, k := range keys {
 		p("- %s: %v\n", k, d.Workload[k])
 	}
-	p("\n| N | grow s | sync s | probes (quiet / churn / endpoint) | delete p50 ms | proxy config kB | translations | RSS leader / follower MiB |\n|---|---|---|---|---|---|---|---|\n")
+	p("\n| N | grow s | sync s | probes (quiet / churn / endpoint) | delete p50 ms | proxy config kB | translations | RSS leader / follower MiB | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range sortedNs(d.Stages) {
 		st := d.Stages[n]
 		probes := func(ps *ProbeStats) string {
@@ -263,11 +267,13 @@ func writeMethod(p func(string, ...any), d *Details) {
 		for _, v := range st.ProxyConfigKB {
 			kb += v
 		}
-		p("| %s | %s | %s | %s / %s / %s | %s | %s | %d | %s / %s |\n", n, f(st.GrowSeconds), f(st.SyncSeconds),
+		p("| %s | %s | %s | %s / %s / %s | %s | %s | %d | %s / %s | %s |\n", n, f(st.GrowSeconds), f(st.SyncSeconds),
 			probes(st.Propagation), probes(st.Churn), probes(st.Endpoint), del, f(round(kb, 1)), st.Translations,
-			f(st.Memory["leader"].RSSMiB), f(st.Memory["follower"].RSSMiB))
+			f(st.Memory["leader"].RSSMiB), f(st.Memory["follower"].RSSMiB),
+			f(max(st.Memory["leader"].PeakRSSMiB, st.Memory["follower"].PeakRSSMiB)))
 	}
-	p("\n")
+	p("\nGrow: creating the stage's routes, Services and EndpointSlices while both replicas run. Peak RSS is")
+	p(" VmHWM since the process started (the failover scenario restarts them). Translations: the follower's, during the quiet probes.\n\n")
 	if c := d.StatusConvergence; c != nil {
 		p("Status convergence: attachedRoutes = %d after %s s, every route Accepted after %s s (creates took %s s);",
 			c.Routes, f(c.AttachedSeconds), f(c.AllAcceptedSeconds), f(c.CreateSeconds))

@@ -239,7 +239,11 @@ func (s *suite) failover(ctx context.Context) {
 			s.fail("failover "+sig.String(), err)
 		} else {
 			s.det.Failover = append(s.det.Failover, d)
-			s.logf("failover (%s of %s): %+v", sig, leader.Name, *d)
+			conv := "not awaited"
+			if d.Converged != nil {
+				conv = fmt.Sprintf("%v after %.0f ms", *d.Converged, d.ConvergedMs)
+			}
+			s.logf("failover (%s of %s): new leader after %.0f ms; status converged: %s", d.Signal, leader.Name, d.LeaderMs, conv)
 			if sig == syscall.SIGKILL {
 				crash = d
 			} else {

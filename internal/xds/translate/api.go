@@ -1,6 +1,9 @@
 // Package translate turns the IR of one Gateway into Envoy xDS resources
 // (go-control-plane envoy v3 types). It is pure: the same IR always gives
-// byte-identical resources and the same version.
+// byte-identical resources and the same version. Versions are content
+// hashes (see hash.go): of every resource, of every resource type and of
+// the Gateway. A Translator (memo.go) re-translates only the parts of a
+// Gateway's IR that changed since its previous translation.
 package translate
 
 import (

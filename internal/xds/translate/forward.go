@@ -43,18 +43,18 @@ type weighted struct {
 // endpoint; that is Envoy's retry_policy.per_try_timeout, which applies to
 // the first try too (num_retries 0 adds no retries). max_stream_duration is
 // not used as it bounds the whole downstream stream, not an upstream try.
-func (t *translator) forward(out *routev3.Route, f *ir.Forward, match *ir.PathMatch) error {
+func (t *translator) forward(out *routev3.Route, parts *routeParts, f *ir.Forward, match *ir.PathMatch) error {
 	clusters, anyValid := t.weightedClusters(f.Backends)
 	if !anyValid {
 		out.Action = &routev3.Route_DirectResponse{DirectResponse: directResponse(statusInternalServerError, "")}
 		return nil
 	}
-	ra := &routev3.RouteAction{
-		ClusterNotFoundResponseCode: routev3.RouteAction_INTERNAL_SERVER_ERROR,
-		Timeout:                     noTimeout,
-	}
+	ra := &parts.ra
+	ra.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
+	ra.Timeout = noTimeout
 	if len(clusters) == 1 {
-		ra.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: clusters[0].name}
+		parts.cluster.Cluster = clusters[0].name
+		ra.ClusterSpecifier = &parts.cluster
 	} else {
 		ra.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: weightedCluster(clusters)}
 	}
@@ -99,7 +99,8 @@ func (t *translator) forward(out *routev3.Route, f *ir.Forward, match *ir.PathMa
 			ra.RequestMirrorPolicies = append(ra.RequestMirrorPolicies, mp)
 		}
 	}
-	out.Action = &routev3.Route_Route{Route: ra}
+	parts.action.Route = ra
+	out.Action = &parts.action
 	return nil
 }
 

@@ -299,12 +299,45 @@ func (t *translator) routeTouchesChanged(r *ir.Route) bool {
 	return touched
 }
 
+// routeParts are the messages of a typical route, allocated together.
+type routeParts struct {
+	route     routev3.Route
+	match     routev3.RouteMatch
+	action    routev3.Route_Route
+	ra        routev3.RouteAction
+	cluster   routev3.RouteAction_Cluster
+	prefix    routev3.RouteMatch_Prefix
+	sepPrefix routev3.RouteMatch_PathSeparatedPrefix
+	path      routev3.RouteMatch_Path
+}
+
+// headerParts and queryParts are the messages of an exact header or query
+// parameter match, allocated together.
+type headerParts struct {
+	header routev3.HeaderMatcher
+	hsm    routev3.HeaderMatcher_StringMatch
+	exactParts
+}
+
+type queryParts struct {
+	query routev3.QueryParameterMatcher
+	qsm   routev3.QueryParameterMatcher_StringMatch
+	exactParts
+}
+
+type exactParts struct {
+	sm    matcherv3.StringMatcher
+	exact matcherv3.StringMatcher_Exact
+}
+
 func (t *translator) route(r *ir.Route) (*routev3.Route, error) {
-	m, err := routeMatch(r.Match)
-	if err != nil {
+	parts := &routeParts{}
+	if err := routeMatchIn(&parts.match, parts, r.Match); err != nil {
 		return nil, err
 	}
-	out := &routev3.Route{Name: r.Name, Match: m}
+	out := &parts.route
+	out.Name, out.Match = r.Name, &parts.match
+	var err error
 	if out.RequestHeadersToAdd, out.RequestHeadersToRemove, err = headerMutations(r.RequestHeaders); err != nil {
 		return nil, fmt.Errorf("request headers: %w", err)
 	}
@@ -330,7 +363,7 @@ func (t *translator) route(r *ir.Route) (*routev3.Route, error) {
 	case r.DirectResponse != nil:
 		out.Action = &routev3.Route_DirectResponse{DirectResponse: directResponse(r.DirectResponse.Status, r.DirectResponse.Body)}
 	default:
-		if err := t.forward(out, r.Forward, r.Match.Path); err != nil {
+		if err := t.forward(out, parts, r.Forward, r.Match.Path); err != nil {
 			return nil, fmt.Errorf("forward: %w", err)
 		}
 	}
@@ -342,56 +375,95 @@ func (t *translator) route(r *ir.Route) (*routev3.Route, error) {
 // not "/foobar"); its trailing slashes are dropped as Envoy requires, and
 // the prefix "/" becomes a plain prefix match on everything.
 func routeMatch(m ir.Match) (*routev3.RouteMatch, error) {
-	out := &routev3.RouteMatch{}
+	parts := &routeParts{}
+	if err := routeMatchIn(&parts.match, parts, m); err != nil {
+		return nil, err
+	}
+	return &parts.match, nil
+}
+
+// routeMatchIn translates m into out, using the messages of parts.
+func routeMatchIn(out *routev3.RouteMatch, parts *routeParts, m ir.Match) error {
 	switch p := m.Path; {
 	case p == nil:
-		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+		parts.prefix.Prefix = "/"
+		out.PathSpecifier = &parts.prefix
 	case p.Type == ir.PathExact:
-		out.PathSpecifier = &routev3.RouteMatch_Path{Path: p.Value}
+		parts.path.Path = p.Value
+		out.PathSpecifier = &parts.path
 	case p.Type == ir.PathPrefix:
 		if prefix := strings.TrimRight(p.Value, "/"); prefix == "" {
-			out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+			parts.prefix.Prefix = "/"
+			out.PathSpecifier = &parts.prefix
 		} else {
-			out.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: prefix}
+			parts.sepPrefix.PathSeparatedPrefix = prefix
+			out.PathSpecifier = &parts.sepPrefix
 		}
 	case p.Type == ir.PathRegex:
 		rx, err := regexMatcher(p.Value)
 		if err != nil {
-			return nil, fmt.Errorf("path: %w", err)
+			return fmt.Errorf("path: %w", err)
 		}
 		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: rx}
 	default:
-		return nil, fmt.Errorf("unknown path match type %q", p.Type)
+		return fmt.Errorf("unknown path match type %q", p.Type)
+	}
+	var hs []headerParts
+	if k := len(m.Headers); k > 0 || m.Method != "" {
+		if m.Method != "" {
+			k++
+		}
+		hs = make([]headerParts, k)
+		out.Headers = make([]*routev3.HeaderMatcher, 0, k)
 	}
 	for _, h := range m.Headers {
-		sm, err := stringMatcher(h)
+		x := &hs[0]
+		hs = hs[1:]
+		sm, err := stringMatcherIn(&x.exactParts, h)
 		if err != nil {
-			return nil, fmt.Errorf("header %q: %w", h.Name, err)
+			return fmt.Errorf("header %q: %w", h.Name, err)
 		}
-		out.Headers = append(out.Headers, &routev3.HeaderMatcher{
-			Name:                 strings.ToLower(h.Name),
-			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: sm},
-		})
+		x.header.Name = strings.ToLower(h.Name)
+		x.hsm.StringMatch = sm
+		x.header.HeaderMatchSpecifier = &x.hsm
+		out.Headers = append(out.Headers, &x.header)
 	}
 	if m.Method != "" {
-		out.Headers = append(out.Headers, &routev3.HeaderMatcher{
-			Name: ":method",
-			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
-				MatchPattern: &matcherv3.StringMatcher_Exact{Exact: m.Method},
-			}},
-		})
+		x := &hs[0]
+		x.exact.Exact = m.Method
+		x.sm.MatchPattern = &x.exact
+		x.hsm.StringMatch = &x.sm
+		x.header.Name, x.header.HeaderMatchSpecifier = ":method", &x.hsm
+		out.Headers = append(out.Headers, &x.header)
+	}
+	var qs []queryParts
+	if len(m.QueryParams) > 0 {
+		qs = make([]queryParts, len(m.QueryParams))
+		out.QueryParameters = make([]*routev3.QueryParameterMatcher, 0, len(m.QueryParams))
 	}
 	for _, q := range m.QueryParams {
-		sm, err := stringMatcher(q)
+		x := &qs[0]
+		qs = qs[1:]
+		sm, err := stringMatcherIn(&x.exactParts, q)
 		if err != nil {
-			return nil, fmt.Errorf("query parameter %q: %w", q.Name, err)
+			return fmt.Errorf("query parameter %q: %w", q.Name, err)
 		}
-		out.QueryParameters = append(out.QueryParameters, &routev3.QueryParameterMatcher{
-			Name:                         q.Name,
-			QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{StringMatch: sm},
-		})
+		x.qsm.StringMatch = sm
+		x.query.Name, x.query.QueryParameterMatchSpecifier = q.Name, &x.qsm
+		out.QueryParameters = append(out.QueryParameters, &x.query)
 	}
-	return out, nil
+	return nil
+}
+
+// stringMatcherIn is stringMatcher, using the messages of x for an exact
+// match.
+func stringMatcherIn(x *exactParts, m ir.StringMatch) (*matcherv3.StringMatcher, error) {
+	if m.Type == ir.StringExact || m.Type == "" {
+		x.exact.Exact = m.Value
+		x.sm.MatchPattern = &x.exact
+		return &x.sm, nil
+	}
+	return stringMatcher(m)
 }
 
 func stringMatcher(m ir.StringMatch) (*matcherv3.StringMatcher, error) {

@@ -56,6 +56,7 @@ func run() int {
 	skipTranslate := fs.Bool("skip-translate", false, "skip the in-process full translation benchmark")
 	skipCluster := fs.Bool("skip-cluster", false, "run only the in-process benchmark")
 	keep := fs.Bool("keep", false, "keep the temporary cluster directory")
+	note := fs.String("note", "", "a remark quoted at the top of the markdown (e.g. what the run is a baseline of)")
 	var ctrlFlags stringList
 	fs.Var(&ctrlFlags, "controller-flag", "extra `portico controller` flag, e.g. -controller-flag=--debounce=10ms (repeatable)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -175,7 +176,7 @@ func run() int {
 		return 1
 	}
 	defer md.Close()
-	if err := bench.WriteMarkdown(md, res, det, filepath.ToSlash(rel)); err != nil {
+	if err := bench.WriteMarkdown(md, res, det, filepath.ToSlash(rel), *note); err != nil {
 		fmt.Fprintln(os.Stderr, "portico-bench:", err)
 		return 1
 	}
