@@ -106,6 +106,10 @@ type StatusConvergence struct {
 	Seconds             float64 `json:"seconds"`
 	GatewayStatusWrites int     `json:"gateway_status_writes"`
 	RouteStatusWrites   int     `json:"route_status_writes"`
+	// AfterCreatesSeconds counts from the last of the 1,000 creates (the
+	// creates themselves take seconds on a 2-core machine); nil when the
+	// status did not converge.
+	AfterCreatesSeconds *float64 `json:"after_creates_seconds,omitempty"`
 }
 
 // Memory of a controller replica at N routes.

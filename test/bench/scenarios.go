@@ -24,6 +24,7 @@ type ConvergenceDetails struct {
 	AttachedSeconds      float64        `json:"attached_seconds"`       // Gateway counts every route
 	AllAcceptedSeconds   float64        `json:"all_accepted_seconds"`   // every route Accepted
 	CreateSeconds        float64        `json:"create_seconds"`         // the suite's creates themselves
+	AfterCreatesSeconds  float64        `json:"after_creates_seconds"`  // converged, counted from the last create
 	WaitedSeconds        float64        `json:"waited_seconds"`         // until converged or given up
 	AuditWrites          map[string]int `json:"audit_writes"`           // by resource, conv objects only
 	MetricWrites         map[string]int `json:"metric_writes"`          // leader's portico_status_writes_total{result="written"} delta
@@ -141,6 +142,9 @@ func RunStatusConvergence(ctx context.Context, cl *Cluster, leader func() *Repli
 	if !allAt.IsZero() {
 		d.AllAcceptedSeconds = round(allAt.Sub(start).Seconds(), 3)
 	}
+	if d.Converged {
+		d.AfterCreatesSeconds = round(max(0, max(d.AttachedSeconds, d.AllAcceptedSeconds)-d.CreateSeconds), 3)
+	}
 	mu.Unlock()
 	// Late writes (e.g. a Gateway rewritten once more) count too.
 	_ = poll(ctx, 2*time.Minute, 200*time.Millisecond, func() (bool, error) {
@@ -183,6 +187,9 @@ func (d *ConvergenceDetails) Convergence() *StatusConvergence {
 	s := &StatusConvergence{Seconds: max(d.AttachedSeconds, d.AllAcceptedSeconds)}
 	if !d.Converged {
 		s.Seconds = d.WaitedSeconds // a lower bound
+	} else {
+		after := d.AfterCreatesSeconds
+		s.AfterCreatesSeconds = &after
 	}
 	if d.GatewayWritesCounted == "audit" {
 		s.GatewayStatusWrites, s.RouteStatusWrites = d.AuditWrites["gateways"], d.AuditWrites["httproutes"]
