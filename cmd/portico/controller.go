@@ -16,6 +16,7 @@ import (
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/leader"
 	"github.com/portico-dev/portico/internal/pipeline"
+	"github.com/portico-dev/portico/internal/status"
 )
 
 // controllerCmd runs Portico against a Kubernetes cluster: every replica
@@ -34,11 +35,14 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	retryPeriod := fs.Duration("retry-period", defaultRetry, "interval between leader-election attempts")
 	xdsAddr := fs.String("xds-address", ":18000", "`address` of the xDS gRPC server")
 	adminAddr := fs.String("admin-address", ":19000", "`address` of the admin HTTP server (health, metrics, debug)")
-	qps := fs.Float64("kube-api-qps", 50, "client-side QPS limit towards the API server")
-	burst := fs.Int("kube-api-burst", 100, "client-side burst limit towards the API server")
-	workers := fs.Int("status-workers", 4, "concurrent status writers")
-	debounce := fs.Duration("debounce", pipeline.DefaultDebounce, "quiet period after a change before translating")
-	maxDelay := fs.Duration("max-delay", pipeline.DefaultMaxDelay, "longest a change waits for translation while changes keep coming")
+	debugPprof := fs.Bool("debug-pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the admin server")
+	qps := fs.Float64("kube-api-qps", 50, "client-side QPS limit towards the API server (all but status writes)")
+	burst := fs.Int("kube-api-burst", 100, "client-side burst limit towards the API server (all but status writes)")
+	statusQPS := fs.Float64("status-qps", controller.DefaultStatusQPS, "client-side QPS limit of status writes")
+	statusBurst := fs.Int("status-burst", controller.DefaultStatusBurst, "client-side burst limit of status writes")
+	workers := fs.Int("status-workers", status.DefaultWorkers, "concurrent status writes")
+	debounce := fs.Duration("debounce", pipeline.DefaultDebounce, "shortest pause between two translations; changes during a translation or its pause are coalesced (a change after it is translated at once)")
+	maxDelay := fs.Duration("max-delay", pipeline.DefaultMaxDelay, "longest pause between two translations (the pause follows a slow translation's duration)")
 	provision := fs.Bool("provision", true, "provision an Envoy Deployment and Service per Gateway (leader only)")
 	xdsService := fs.String("xds-service-address", "", "`host:port` Envoy dials for xDS (default portico-xds.<namespace>.svc:18000)")
 	xdsTLS := fs.Bool("xds-tls", true, "require mutual TLS on xDS; proxies get only their own Gateway's config")
@@ -87,11 +91,14 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		RetryPeriod:       *retryPeriod,
 		QPS:               float32(*qps),
 		Burst:             *burst,
+		StatusQPS:         float32(*statusQPS),
+		StatusBurst:       *statusBurst,
 		StatusWorkers:     *workers,
 		Debounce:          *debounce,
 		MaxDelay:          *maxDelay,
 		XDSListener:       xdsLis,
 		AdminListener:     adminLis,
+		DebugPprof:        *debugPprof,
 		Provision:         *provision,
 		XDSTLS:            *xdsTLS,
 		XDSExtraSANs:      sans,

@@ -43,7 +43,7 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	adminAddr := fs.String("admin-address", ":19000", "`address` of the admin HTTP server (health, metrics, debug)")
 	controller := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to serve")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
-	debounce := fs.Duration("debounce", pipeline.DefaultDebounce, "quiet period after a change before reloading and translating")
+	debounce := fs.Duration("debounce", file.DefaultDebounce, "quiet period after a file change before reloading (editors write in bursts)")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -63,7 +63,6 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	xdsServer := server.New(log, m)
 	pipe := pipeline.New(pipeline.Config{
 		ControllerName: *controller,
-		Debounce:       *debounce,
 		XDS:            xdsServer,
 		Metrics:        m,
 		Log:            log,

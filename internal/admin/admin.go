@@ -7,6 +7,17 @@
 //	GET /metrics                      Prometheus metrics of metrics.Metrics.Registry
 //	GET /debug/xds?gateway=ns/name    xDS resources served to a gateway (JSON)
 //	GET /debug/status                 computed Gateway API statuses (JSON)
+//	GET /debug/pprof/...              net/http/pprof profiles, only after EnableProfiling
+//
+// Profiling is off by default: the admin server usually listens on every
+// interface, and the profiles expose the command line and cost CPU while
+// they are taken. With EnableProfiling, `go tool pprof
+// http://HOST:PORT/debug/pprof/profile?seconds=N` takes a CPU profile
+// (30 s by default; the server extends its write deadline for it), and
+// /debug/pprof/ lists heap, allocs, goroutine, block, mutex and threadcreate
+// profiles and the execution trace. Block and mutex profiles stay empty
+// unless the process sets their sampling rates (runtime.SetBlockProfileRate,
+// runtime.SetMutexProfileFraction).
 package admin
 
 import (
@@ -19,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -80,6 +92,19 @@ func New(log *slog.Logger, m *metrics.Metrics, src Source) *Server {
 // (e.g. "GET /debug/leader"). It panics if pattern conflicts with an
 // existing one, like http.ServeMux.Handle. Register before serving.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// EnableProfiling serves the net/http/pprof handlers under /debug/pprof/
+// (index and named profiles, cmdline, profile, symbol, trace). Call it
+// before serving, at most once. Without it those paths answer 404.
+func (s *Server) EnableProfiling() {
+	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index) // also /debug/pprof/heap etc.
+	s.mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	s.mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+	s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	s.log.Info("profiling endpoints enabled", "path", "/debug/pprof/")
+}
 
 // Handler returns the handler of all admin endpoints.
 func (s *Server) Handler() http.Handler { return s.mux }

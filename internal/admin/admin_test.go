@@ -238,3 +238,84 @@ func TestServeReturnsListenerError(t *testing.T) {
 		t.Fatal("Serve on a closed listener returned nil")
 	}
 }
+
+func TestProfilingOffByDefault(t *testing.T) {
+	h := New(nil, metrics.New(), newFake()).Handler()
+	for _, p := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1", "/debug/pprof/cmdline", "/debug/pprof/trace"} {
+		if rec := get(t, h, http.MethodGet, p); rec.Code != http.StatusNotFound {
+			t.Errorf("%s without profiling = %d, want 404", p, rec.Code)
+		}
+	}
+}
+
+func TestProfiling(t *testing.T) {
+	s := New(nil, metrics.New(), newFake())
+	s.EnableProfiling()
+	h := s.Handler()
+	for _, tc := range []struct {
+		method, path, want string
+	}{
+		{http.MethodGet, "/debug/pprof/", "goroutine"},
+		{http.MethodGet, "/debug/pprof/goroutine?debug=1", "goroutine profile:"},
+		{http.MethodGet, "/debug/pprof/heap?debug=1", "heap profile:"},
+		{http.MethodGet, "/debug/pprof/cmdline", ""},
+		{http.MethodGet, "/debug/pprof/symbol", "num_symbols:"},
+		{http.MethodPost, "/debug/pprof/symbol", "num_symbols:"},
+	} {
+		rec := get(t, h, tc.method, tc.path)
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("%s %s = %d, want 200 containing %q:\n%.300s", tc.method, tc.path, rec.Code, tc.want, rec.Body.String())
+		}
+	}
+	if rec := get(t, h, http.MethodGet, "/debug/pprof/nope"); rec.Code != http.StatusNotFound {
+		t.Errorf("unknown profile = %d, want 404", rec.Code)
+	}
+	// The other endpoints are unchanged.
+	if rec := get(t, h, http.MethodGet, "/healthz"); rec.Code != http.StatusOK {
+		t.Errorf("/healthz with profiling = %d", rec.Code)
+	}
+}
+
+// A CPU profile and a trace, taken through a served listener (the server's
+// timeouts apply), come back as pprof/trace data.
+func TestProfilingServed(t *testing.T) {
+	s := New(nil, metrics.New(), newFake())
+	s.EnableProfiling()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, lis) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	for _, tc := range []struct{ path, ctype string }{
+		{"/debug/pprof/profile?seconds=1", "application/octet-stream"},
+		{"/debug/pprof/trace?seconds=0.2", "application/octet-stream"},
+		{"/debug/pprof/allocs", "application/octet-stream"},
+	} {
+		resp, err := client.Get("http://" + lis.Addr().String() + tc.path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", tc.path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != tc.ctype || len(body) == 0 {
+			t.Errorf("GET %s = %d %s, %d bytes, err %v", tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), len(body), err)
+		}
+		// pprof profiles are gzipped protobufs.
+		if strings.Contains(tc.path, "trace") || len(body) < 2 {
+			continue
+		}
+		if body[0] != 0x1f || body[1] != 0x8b {
+			t.Errorf("GET %s: not a gzipped profile: % x", tc.path, body[:2])
+		}
+	}
+}

@@ -31,6 +31,18 @@ import (
 	xdsserver "github.com/portico-dev/portico/internal/xds/server"
 )
 
+// Defaults of the status writer's client-side rate limits. Status writes
+// are bounded by design (one per object per change, no-op writes skipped
+// against the informer cache, changes of one object at least
+// status.DefaultWriteInterval apart), so their rate follows the rate of
+// spec changes; the limiter only shapes bursts. The burst lets a mass
+// creation of routes or a new leader's backlog through at the speed of
+// StatusWorkers concurrent requests; the sustained rate caps a long storm.
+const (
+	DefaultStatusQPS   = 200
+	DefaultStatusBurst = 1000
+)
+
 // Options configure a Controller. Zero values get the defaults of the
 // `portico controller` flags.
 type Options struct {
@@ -42,15 +54,25 @@ type Options struct {
 	LeaseDuration    time.Duration
 	RenewDeadline    time.Duration
 	RetryPeriod      time.Duration
-	QPS              float32
-	Burst            int
-	StatusWorkers    int
+	// QPS and Burst limit the client of everything but status writes
+	// (informers' lists, provisioning, certificates).
+	QPS   float32
+	Burst int
+	// StatusQPS and StatusBurst limit the status writer's own client
+	// (default DefaultStatusQPS, DefaultStatusBurst); StatusWorkers is its
+	// number of concurrent writes (default status.DefaultWorkers).
+	StatusQPS     float32
+	StatusBurst   int
+	StatusWorkers int
 	// Debounce and MaxDelay of the translation loop.
 	Debounce, MaxDelay time.Duration
 	// XDSListener and AdminListener are where to serve; they are closed
 	// when Run returns.
 	XDSListener   net.Listener
 	AdminListener net.Listener
+	// DebugPprof serves the net/http/pprof profiles under /debug/pprof/ on
+	// the admin server (off by default: it listens on every interface).
+	DebugPprof bool
 	// Provision turns on provisioning of each Gateway's Envoy Deployment,
 	// Service, ServiceAccount and bootstrap ConfigMap (leader only); a
 	// Gateway is then Programmed once its proxies can take traffic.
@@ -89,7 +111,13 @@ func (o *Options) defaults() {
 		o.RetryPeriod = 2 * time.Second
 	}
 	if o.StatusWorkers == 0 {
-		o.StatusWorkers = 4
+		o.StatusWorkers = status.DefaultWorkers
+	}
+	if o.StatusQPS == 0 {
+		o.StatusQPS = DefaultStatusQPS
+	}
+	if o.StatusBurst == 0 {
+		o.StatusBurst = DefaultStatusBurst
 	}
 	if o.Identity == "" {
 		o.Identity = leader.DefaultIdentity()
@@ -143,8 +171,17 @@ func New(opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: client: %w", err)
 	}
+	// The status writer has its own rate limiter: a burst of status
+	// writes (a mass creation of routes, a new leader) neither waits behind
+	// nor delays the other requests.
+	scfg := rest.CopyConfig(cfg)
+	scfg.QPS, scfg.Burst, scfg.RateLimiter = opts.StatusQPS, opts.StatusBurst, nil
+	statusClient, err := client.New(scfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("controller: status client: %w", err)
+	}
 	c.writer = status.New(status.Config{
-		Client:         cl,
+		Client:         statusClient,
 		ControllerName: opts.ControllerName,
 		Workers:        opts.StatusWorkers,
 		Metrics:        status.NewMetrics(c.metrics.Registry),
@@ -227,7 +264,10 @@ func New(opts Options) (*Controller, error) {
 		return nil, fmt.Errorf("controller: clientset: %w", err)
 	}
 	c.elector, err = leader.New(leader.Config{
-		Client:           lcs,
+		Client: lcs,
+		// The Lease watch (prompt take-over after a release) is one
+		// long-running request: no request timeout.
+		WatchClient:      cs,
 		Namespace:        opts.Namespace,
 		Name:             opts.LeaderElectionID,
 		Identity:         opts.Identity,
@@ -244,6 +284,9 @@ func New(opts Options) (*Controller, error) {
 	}
 	c.admin = admin.New(log.With("component", "admin"), c.metrics, readiness{c})
 	c.admin.Handle("/debug/leader", http.HandlerFunc(c.serveLeader))
+	if opts.DebugPprof {
+		c.admin.EnableProfiling()
+	}
 	return c, nil
 }
 

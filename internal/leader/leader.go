@@ -5,6 +5,25 @@
 // within the renew deadline) and the elector campaigns again. Everything
 // that does not write — watching, translating, serving xDS — runs on every
 // replica regardless of leadership.
+//
+// The Lease is the only arbiter: a replica leads only after its own write
+// of the Lease succeeded (optimistic concurrency on the Lease's
+// resourceVersion), so two replicas never lead at once. A term ends when
+// client-go's elector fails to renew within the renew deadline, or earlier
+// when a watchdog sees that the last successful renewal is older than the
+// renew deadline (a hung renewal cannot keep a leader writing). On Run's
+// return the Lease is released (holder cleared) when this replica held it.
+//
+// Prompt hand-over: besides campaigning every retry period, each replica
+// watches its Lease (one watch on a single object, field selector
+// metadata.name). When a follower sees the Lease released (no holder) or
+// deleted, it starts a fresh campaign at once instead of waiting for its
+// next retry, so a graceful hand-over takes one watch event plus one Get and
+// one Update of the Lease. The watch needs the watch verb on the Lease
+// (RBAC can grant it by resourceNames, since the request names the Lease in
+// its field selector). If the watch fails, it is retried with backoff and
+// election keeps working on the retry period alone. An expired but unreleased Lease (a crashed leader)
+// is still taken over by the retry loop, after the lease duration.
 package leader
 
 import (
@@ -14,10 +33,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -25,9 +46,15 @@ import (
 
 // Config configures an Elector.
 type Config struct {
-	Client    kubernetes.Interface
-	Namespace string
-	Name      string // the Lease name (--leader-election-id)
+	// Client reads and writes the Lease. Give it a request timeout (at most
+	// the renew deadline) so a hung API server cannot hold a renewal.
+	Client kubernetes.Interface
+	// WatchClient watches the Lease for releases (default Client). Its
+	// requests should not time out: a client timeout ends every watch
+	// early (it is then re-established, costing one request each time).
+	WatchClient kubernetes.Interface
+	Namespace   string
+	Name        string // the Lease name (--leader-election-id)
 	// Identity defaults to DefaultIdentity().
 	Identity      string
 	LeaseDuration time.Duration
@@ -36,7 +63,7 @@ type Config struct {
 	// OnStartedLeading is called at the start of each term with a context
 	// that is cancelled when the term ends. It must not block.
 	OnStartedLeading func(ctx context.Context)
-	// OnStoppedLeading is called when a term ends.
+	// OnStoppedLeading is called when a term ends. It must not block.
 	OnStoppedLeading func()
 	Metrics          *Metrics
 	Log              *slog.Logger
@@ -46,7 +73,10 @@ type Config struct {
 type Elector struct {
 	cfg     Config
 	leading atomic.Bool // IsLeader
-	inTerm  atomic.Bool // between OnStartedLeading and OnStoppedLeading
+	// mu orders the start and the end of a term: client-go starts a term
+	// in a goroutine of its own, which may run after the round has ended.
+	mu     sync.Mutex
+	inTerm bool // between OnStartedLeading and OnStoppedLeading; guarded by mu
 }
 
 // DefaultIdentity is the pod (host) name plus a random suffix, so two
@@ -65,6 +95,9 @@ func DefaultIdentity() string {
 func New(cfg Config) (*Elector, error) {
 	if cfg.Client == nil || cfg.Namespace == "" || cfg.Name == "" {
 		return nil, fmt.Errorf("leader: client, namespace and lease name are required")
+	}
+	if cfg.WatchClient == nil {
+		cfg.WatchClient = cfg.Client
 	}
 	if cfg.Identity == "" {
 		cfg.Identity = DefaultIdentity()
@@ -90,67 +123,37 @@ func (e *Elector) IsLeader() bool { return e.leading.Load() }
 
 // Run campaigns, leads, and after losing the Lease campaigns again, until
 // ctx is done. On return the Lease is released if this replica held it, so
-// that a successor takes over at once.
+// that a successor takes over at once, and every goroutine Run started has
+// ended.
 func (e *Elector) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+
 	lock := &watchedLock{Interface: &resourcelock.LeaseLock{
-		LeaseMeta:  metav1ObjectMeta(e.cfg.Namespace, e.cfg.Name),
+		LeaseMeta:  metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
 		Client:     e.cfg.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
 	}}
+	released := make(chan struct{}, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.watchLease(ctx, released)
+	}()
+
 	for ctx.Err() == nil {
-		// A round ends when client-go's elector returns, or when our
-		// watchdog ends the term first.
-		round, endRound := context.WithCancel(ctx)
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:            lock,
-			LeaseDuration:   e.cfg.LeaseDuration,
-			RenewDeadline:   e.cfg.RenewDeadline,
-			RetryPeriod:     e.cfg.RetryPeriod,
-			ReleaseOnCancel: true,
-			Name:            e.cfg.Name,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(term context.Context) {
-					// The term also ends when the Lease was not renewed
-					// for RenewDeadline, even while client-go is still
-					// waiting on a hung renewal: writes stop in time.
-					term, stop := context.WithCancel(term)
-					go e.watchdog(term, func() { stop(); endRound() }, lock)
-					e.inTerm.Store(true)
-					e.leading.Store(true)
-					e.cfg.Metrics.Leader.Set(1)
-					e.cfg.Metrics.Transitions.Inc()
-					e.cfg.Log.Info("became leader", "identity", e.cfg.Identity, "lease", e.cfg.Namespace+"/"+e.cfg.Name)
-					if e.cfg.OnStartedLeading != nil {
-						e.cfg.OnStartedLeading(term)
-					}
-				},
-				OnStoppedLeading: func() {
-					e.leading.Store(false)
-					if !e.inTerm.Swap(false) {
-						return // never led in this round
-					}
-					e.cfg.Metrics.Leader.Set(0)
-					e.cfg.Log.Info("stopped leading", "identity", e.cfg.Identity)
-					if e.cfg.OnStoppedLeading != nil {
-						e.cfg.OnStoppedLeading()
-					}
-				},
-				OnNewLeader: func(id string) {
-					if id != e.cfg.Identity {
-						e.cfg.Log.Info("leader is", "identity", id)
-					}
-				},
-			},
-		})
+		interrupted, err := e.round(ctx, lock, released, &wg)
 		if err != nil {
-			endRound()
 			return err
 		}
-		// Run returns when the term ends (or ctx is done); the term's
-		// context has been cancelled by then.
-		le.Run(round)
-		endRound()
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case interrupted:
+			e.cfg.Metrics.Interrupts.Inc()
+			e.cfg.Log.Debug("lease released; campaigning at once", "identity", e.cfg.Identity)
+		default:
 			e.cfg.Log.Warn("lost the lease; campaigning again", "identity", e.cfg.Identity)
 			// A short pause so a flapping API server does not spin us.
 			select {
@@ -160,6 +163,120 @@ func (e *Elector) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// round runs one client-go LeaderElector: it campaigns (its first attempt is
+// immediate), leads until the term ends, then releases the Lease. A release
+// of the Lease seen by the watch while this replica has not written the
+// Lease in this round interrupts the campaign (interrupted is true), so the
+// caller starts a fresh one at once. Goroutines that outlive the round
+// (the term's watchdog) are added to wg.
+func (e *Elector) round(ctx context.Context, lock *watchedLock, released <-chan struct{}, wg *sync.WaitGroup) (interrupted bool, err error) {
+	// A round ends when client-go's elector returns, when our watchdog ends
+	// the term first, or when a release interrupts the campaign.
+	round, endRound := context.WithCancel(ctx)
+	defer endRound()
+	lock.startRound()
+	// A release seen before now is seen by the round's first attempt.
+	select {
+	case <-released:
+	default:
+	}
+	termCalled := make(chan struct{}) // closed once OnStartedLeading ran
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   e.cfg.LeaseDuration,
+		RenewDeadline:   e.cfg.RenewDeadline,
+		RetryPeriod:     e.cfg.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            e.cfg.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(term context.Context) {
+				defer close(termCalled)
+				e.startTerm(term, lock, endRound, wg)
+			},
+			OnStoppedLeading: e.stopTerm,
+			OnNewLeader: func(id string) {
+				if id != e.cfg.Identity && id != "" {
+					e.cfg.Log.Info("leader is", "identity", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return false, err
+	}
+
+	var interrupt atomic.Bool
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		select {
+		case <-round.Done():
+		case <-released:
+			// Only a campaign is interrupted: once this replica wrote the
+			// Lease in this round (it leads, or is about to), it is not.
+			if lock.interrupt() {
+				interrupt.Store(true)
+				endRound()
+			}
+		}
+	}()
+	// Run returns when the term ends (or the round is cancelled); the
+	// term's context has been cancelled and the Lease released by then.
+	le.Run(round)
+	endRound()
+	<-watcherDone
+	if lock.acquired() {
+		// Acquiring made client-go start OnStartedLeading in a goroutine:
+		// wait for it, so it cannot run after Run returned.
+		<-termCalled
+	}
+	return interrupt.Load(), nil
+}
+
+// startTerm is OnStartedLeading: unless the round already ended, it starts
+// the watchdog and the caller's term.
+func (e *Elector) startTerm(term context.Context, lock *watchedLock, endRound context.CancelFunc, wg *sync.WaitGroup) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if term.Err() != nil {
+		return // the round ended before the term could start
+	}
+	// The term also ends when the Lease was not renewed for RenewDeadline,
+	// even while client-go is still waiting on a hung renewal: writes stop
+	// in time.
+	term, stop := context.WithCancel(term)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.watchdog(term, func() { stop(); endRound() }, lock)
+	}()
+	e.inTerm = true
+	e.leading.Store(true)
+	e.cfg.Metrics.Leader.Set(1)
+	e.cfg.Metrics.Transitions.Inc()
+	e.cfg.Log.Info("became leader", "identity", e.cfg.Identity, "lease", e.cfg.Namespace+"/"+e.cfg.Name)
+	if e.cfg.OnStartedLeading != nil {
+		e.cfg.OnStartedLeading(term)
+	}
+}
+
+// stopTerm is OnStoppedLeading, called by client-go at the end of every
+// round, led or not.
+func (e *Elector) stopTerm() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.leading.Store(false)
+	if !e.inTerm {
+		return // never led in this round
+	}
+	e.inTerm = false
+	e.cfg.Metrics.Leader.Set(0)
+	e.cfg.Log.Info("stopped leading", "identity", e.cfg.Identity)
+	if e.cfg.OnStoppedLeading != nil {
+		e.cfg.OnStoppedLeading()
+	}
 }
 
 // watchdog ends the term (stop) once the last successful renewal of the
@@ -184,37 +301,13 @@ func (e *Elector) watchdog(term context.Context, stop context.CancelFunc, lock *
 	}
 }
 
-// watchedLock records when the Lease was last written successfully
-// (acquired or renewed).
-type watchedLock struct {
-	resourcelock.Interface
-	renewed atomic.Int64 // unix nanoseconds
-}
-
-func (l *watchedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	err := l.Interface.Create(ctx, r)
-	if err == nil {
-		l.renewed.Store(time.Now().UnixNano())
-	}
-	return err
-}
-
-func (l *watchedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	err := l.Interface.Update(ctx, r)
-	if err == nil {
-		l.renewed.Store(time.Now().UnixNano())
-	}
-	return err
-}
-
-func (l *watchedLock) sinceRenew() time.Duration {
-	return time.Since(time.Unix(0, l.renewed.Load()))
-}
-
 // Metrics of leader election.
 type Metrics struct {
 	Leader      prometheus.Gauge
 	Transitions prometheus.Counter
+	// Interrupts counts campaigns restarted at once because the Lease was
+	// seen released.
+	Interrupts prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg when not nil.
@@ -228,9 +321,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "portico_leader_transitions_total",
 			Help: "Terms of leadership this replica started.",
 		}),
+		Interrupts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "portico_leader_release_campaigns_total",
+			Help: "Campaigns started at once because the Lease was seen released, instead of at the next retry.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Leader, m.Transitions)
+		reg.MustRegister(m.Leader, m.Transitions, m.Interrupts)
 	}
 	return m
 }

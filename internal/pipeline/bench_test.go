@@ -15,6 +15,7 @@ import (
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/status"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -60,7 +61,7 @@ func (nopSink) Publish([]gatewayapi.Status)                          {}
 func benchPipeline(b *testing.B, snap *resource.Snapshot) *Pipeline {
 	p := New(Config{ControllerName: gen.ControllerName, XDS: nopSink{}, Status: nopSink{},
 		Clock: func() time.Time { return time.Unix(0, 0) }})
-	p.process(context.Background(), snap)
+	p.process(context.Background(), snap, 0)
 	if l := p.Latest(); l == nil || len(l.XDS) != gen.Gateways {
 		b.Fatal("first translation failed")
 	}
@@ -92,7 +93,7 @@ func BenchmarkIncrementalRouteChange(b *testing.B) {
 					}
 					prev := p.Latest()
 					b.StartTimer()
-					p.process(context.Background(), snap)
+					p.process(context.Background(), snap, 0)
 					b.StopTimer()
 					pushed += changedBytes(prev.XDS, p.Latest().XDS)
 					b.StartTimer()
@@ -123,7 +124,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 				snap, _ = gen.ChangeEndpoints(snap, r, r/gen.RoutesPerService, i)
 				prev := p.Latest()
 				b.StartTimer()
-				p.process(context.Background(), snap)
+				p.process(context.Background(), snap, 0)
 				b.StopTimer()
 				pushed += changedBytes(prev.XDS, p.Latest().XDS)
 				b.StartTimer()
@@ -180,10 +181,10 @@ func TestRouteChangeBytes(t *testing.T) {
 		snap := gen.Snapshot(n)
 		sink := &countingSink{}
 		p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Clock: testClock})
-		p.process(context.Background(), snap)
+		p.process(context.Background(), snap, 0)
 		prev := p.Latest()
 		snap, _ = gen.ChangeRoute(snap, 42, 1)
-		p.process(context.Background(), snap)
+		p.process(context.Background(), snap, 0)
 		cur := p.Latest()
 		var rcs []string
 		for i, r := range cur.XDS {
@@ -203,5 +204,50 @@ func TestRouteChangeBytes(t *testing.T) {
 		if len(rcs) != 2 {
 			t.Errorf("changed resources %v, want the HTTP and HTTPS route configurations of the route's Gateway", rcs)
 		}
+	}
+}
+
+// updateSink signals every xDS update.
+type updateSink struct{ updated chan struct{} }
+
+func (s updateSink) Update(context.Context, []*translate.Resources) error {
+	s.updated <- struct{}{}
+	return nil
+}
+
+// BenchmarkSubmitToUpdate: the latency of an isolated change through the
+// running loop, from Submit to the xDS sink's Update, with the real
+// translators and status writer (not leading). Each change comes after
+// the pause that follows the previous translation: the loop is idle.
+func BenchmarkSubmitToUpdate(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			snap := gen.Snapshot(n)
+			sink := updateSink{updated: make(chan struct{}, 1)}
+			w := status.New(status.Config{ControllerName: gen.ControllerName})
+			p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Status: w})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = p.Run(ctx) }()
+			wctx, wcancel := context.WithCancel(context.Background())
+			wdone := make(chan struct{})
+			go func() { defer close(wdone); w.Run(wctx) }()
+			defer func() { cancel(); <-done; wcancel(); <-wdone }()
+			p.Submit(snap)
+			<-sink.updated
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				snap, _ = gen.ChangeRoute(snap, (i*7919)%n, i)
+				time.Sleep(DefaultDebounce + time.Millisecond) // idle: the pause is over
+				b.StartTimer()
+				p.Submit(snap)
+				<-sink.updated
+			}
+			b.StopTimer()
+			if st := p.Latest().Stats; st.Mode != gatewayapi.ModeRoutes {
+				b.Fatalf("stats %+v", st)
+			}
+		})
 	}
 }

@@ -89,7 +89,7 @@ func TestIncrementalPipelineMatchesFull(t *testing.T) {
 		if i > 0 {
 			snap, desc = gen.Change(snap, rng)
 		}
-		p.process(context.Background(), snap)
+		p.process(context.Background(), snap, 0)
 		l := p.Latest()
 		got := renderYAML(t, l.Result, l.XDS)
 		if want := fullRender(t, snap); !bytes.Equal(got, want) {
@@ -163,7 +163,7 @@ func TestEndpointsFastPath(t *testing.T) {
 	sink := &countingSink{}
 	p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Status: sink, Clock: testClock})
 	snap := gen.Snapshot(200)
-	p.process(context.Background(), snap)
+	p.process(context.Background(), snap, 0)
 	before := p.Latest()
 	if before.Stats.Mode != gatewayapi.ModeFull || sink.publish != 1 {
 		t.Fatalf("first translation: %+v, %d publishes", before.Stats, sink.publish)
@@ -171,7 +171,7 @@ func TestEndpointsFastPath(t *testing.T) {
 
 	// Route 42 uses Service svc8 of namespace team2, on Gateway gw2.
 	snap, _ = gen.ChangeEndpoints(snap, 42, 42/gen.RoutesPerService, 1)
-	p.process(context.Background(), snap)
+	p.process(context.Background(), snap, 0)
 	after := p.Latest()
 	if after.Stats.Mode != gatewayapi.ModeEndpoints || after.Stats.Gateways != 1 {
 		t.Fatalf("stats %+v, want the endpoints path for one Gateway", after.Stats)

@@ -1,8 +1,21 @@
 // Package pipeline is Portico's single-writer loop: providers Submit input
-// snapshots, and one goroutine (Run) debounces them, translates the latest
+// snapshots, and one goroutine (Run) batches them, translates the latest
 // into statuses and per-Gateway xDS resources, and hands the result to the
 // xDS server and the status writer. The same loop serves standalone (file
 // provider) and controller (Kubernetes informers) mode.
+//
+// Batching favours latency when changes are rare and throughput when they
+// are not. A Submit that finds the loop idle is translated at once (leading
+// edge): an isolated change waits for no quiet period. After each
+// translation the loop pauses for Config.Debounce, or for as long as the
+// translation took when that is longer, but never longer than
+// Config.MaxDelay; every Submit that arrives during a translation or its
+// pause is coalesced into one translation of the latest input when the
+// pause ends. So a burst costs one translation per pause, a continuous
+// stream of changes keeps the loop translating at most about half of the
+// time (while translations take less than MaxDelay), and no stream can
+// postpone a change by more than the translation running when it arrived
+// plus MaxDelay.
 //
 // Only Run writes. Readers (admin endpoints, tests) see the last result
 // through an atomic pointer to an immutable Result.
@@ -43,7 +56,7 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultDebounce = 100 * time.Millisecond
+	DefaultDebounce = 10 * time.Millisecond
 	DefaultMaxDelay = time.Second
 )
 
@@ -68,12 +81,16 @@ type InfraSink interface {
 // Config of a Pipeline.
 type Config struct {
 	ControllerName string // default gatewayapi.DefaultControllerName
-	// Debounce is how long the loop waits for a quiet period after a
-	// Submit before translating (default 100ms).
+	// Debounce is the shortest pause between the end of a translation and
+	// the start of the next (default 10ms). Submits during a translation or
+	// its pause are coalesced into one translation at the end of the pause;
+	// a Submit after the pause is translated at once. The pause is longer
+	// when the last translation took longer than Debounce: it then lasts as
+	// long as that translation (snapshot building and hand-off included).
 	Debounce time.Duration
-	// MaxDelay bounds the wait: a translation starts at most MaxDelay after
-	// the first Submit still pending, even if submits keep coming
-	// (default 1s).
+	// MaxDelay bounds the pause (default 1s): a submitted input is
+	// translated at most MaxDelay after the translation running when it
+	// was submitted has finished, however many submits keep coming.
 	MaxDelay time.Duration
 	// Clock gives Options.Now, the lastTransitionTime of changed
 	// conditions (default time.Now).
@@ -126,9 +143,17 @@ type Pipeline struct {
 	// fullTranslations counts the full Gateway API translations.
 	fullTranslations atomic.Int64
 
+	// pendingSince is when the oldest input coalesced into pending was
+	// submitted (UnixNano; 0: none), for the log.
+	pendingSince atomic.Int64
+
 	// Seams for tests; nil: the real (incremental) translators.
 	translateInputs func(*resource.Snapshot, gatewayapi.Options) *gatewayapi.Result
 	translateXDS    func(*ir.Gateway) (*translate.Resources, error)
+	// clock times the batching; stepped, when set, is called after each
+	// iteration of Run's loop.
+	clock   loopClock
+	stepped func()
 }
 
 // New returns a pipeline; call Run to start it.
@@ -156,6 +181,7 @@ func New(cfg Config) *Pipeline {
 		readyCh: make(chan struct{}),
 		inc:     gatewayapi.NewIncremental(),
 		xds:     translate.NewTranslator(),
+		clock:   realClock{},
 	}
 }
 
@@ -176,9 +202,9 @@ func (p *Pipeline) Submit(snap *resource.Snapshot) {
 }
 
 // SubmitFunc is Submit for a provider whose snapshot is costly to build (a
-// copy of informer caches): build is called by the loop, once the debounce
-// has elapsed, and its snapshot is translated. When build fails the error is
-// logged and the previous result kept. It never blocks.
+// copy of informer caches): build is called by the loop when the
+// translation starts, and its snapshot is translated. When build fails the
+// error is logged and the previous result kept. It never blocks.
 func (p *Pipeline) SubmitFunc(build func(context.Context) (*resource.Snapshot, error)) {
 	if build == nil {
 		return
@@ -187,6 +213,7 @@ func (p *Pipeline) SubmitFunc(build func(context.Context) (*resource.Snapshot, e
 }
 
 func (p *Pipeline) submit(in *input) {
+	p.pendingSince.CompareAndSwap(0, p.clock.Now().UnixNano())
 	p.pending.Store(in)
 	select {
 	case p.signal <- struct{}{}:
@@ -196,29 +223,60 @@ func (p *Pipeline) submit(in *input) {
 
 // Run is the loop. It returns nil when ctx is cancelled.
 func (p *Pipeline) Run(ctx context.Context) error {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	timer := p.clock.NewTimer()
 	defer timer.Stop()
-	var deadline time.Time // when the pending submit must be translated; zero: none
+	var next time.Time // the end of the pause after the last translation
+	armed := false     // the timer will fire at next
 	for {
+		due := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.signal:
-			now := time.Now()
-			if deadline.IsZero() {
-				deadline = now.Add(p.cfg.MaxDelay)
+			if armed {
+				break // coalesced into the translation at the end of the pause
 			}
-			timer.Reset(max(min(p.cfg.Debounce, deadline.Sub(now)), 0))
-		case <-timer.C:
-			deadline = time.Time{}
-			if in := p.pending.Swap(nil); in != nil {
-				if snap := p.snapshotOf(ctx, in); snap != nil {
-					p.process(ctx, snap)
-				}
+			if wait := next.Sub(p.clock.Now()); wait > 0 {
+				timer.Reset(wait)
+				armed = true
+				break
 			}
+			due = true // idle: leading edge
+		case <-timer.C():
+			armed, due = false, true
+		}
+		if due {
+			next = p.cycle(ctx, next)
+		}
+		if p.stepped != nil {
+			p.stepped()
 		}
 	}
+}
+
+// cycle translates the pending input, if any, and returns the end of the
+// pause that follows (next when there was nothing to translate).
+func (p *Pipeline) cycle(ctx context.Context, next time.Time) time.Time {
+	in := p.pending.Swap(nil)
+	if in == nil {
+		return next // a signal for an input already translated
+	}
+	start := p.clock.Now()
+	var queued time.Duration // 0 when a concurrent Submit raced the swaps
+	if since := p.pendingSince.Swap(0); since != 0 {
+		queued = max(start.Sub(time.Unix(0, since)), 0)
+	}
+	if snap := p.snapshotOf(ctx, in); snap != nil {
+		p.process(ctx, snap, queued)
+	}
+	end := p.clock.Now()
+	return end.Add(p.pause(end.Sub(start)))
+}
+
+// pause is how long the loop coalesces submits after a translation that
+// took cost: Debounce, or cost when longer, at most MaxDelay.
+func (p *Pipeline) pause(cost time.Duration) time.Duration {
+	return min(max(p.cfg.Debounce, cost), p.cfg.MaxDelay)
 }
 
 // snapshotOf returns the input's snapshot, building it if needed; nil
@@ -240,8 +298,9 @@ func (p *Pipeline) snapshotOf(ctx context.Context, in *input) *resource.Snapshot
 	return snap
 }
 
-// process translates snap and hands the result off.
-func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot) {
+// process translates snap and hands the result off. queued is how long
+// the input waited for its translation (logged).
+func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot, queued time.Duration) {
 	start := time.Now()
 	prev := p.latest.Load()
 
@@ -292,7 +351,7 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot) {
 		p.cfg.Infra.Publish(res.Infra)
 	}
 
-	p.logChanges(prev, cur, xlateDur, snap)
+	p.logChanges(prev, cur, xlateDur, queued, snap)
 }
 
 // safeTranslateInputs runs the Gateway API translation (incremental from
@@ -393,7 +452,7 @@ func (p *Pipeline) safeTranslateXDS(gw *ir.Gateway) (r *translate.Resources, err
 }
 
 // logChanges logs which Gateways' versions changed.
-func (p *Pipeline) logChanges(prev, cur *Result, xlate time.Duration, snap *resource.Snapshot) {
+func (p *Pipeline) logChanges(prev, cur *Result, xlate, queued time.Duration, snap *resource.Snapshot) {
 	var added, changed, removed []string
 	var old map[string]string
 	if prev != nil {
@@ -423,7 +482,7 @@ func (p *Pipeline) logChanges(prev, cur *Result, xlate time.Duration, snap *reso
 		"gateways", len(cur.XDS),
 		"statuses", len(cur.Result.Statuses),
 		"added", added, "changed", changed, "removed", removed,
-		"translate", xlate, "total", cur.Duration)
+		"queued", queued, "translate", xlate, "total", cur.Duration)
 }
 
 func sortedKeys(m map[string]string) []string {

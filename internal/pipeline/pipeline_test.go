@@ -143,44 +143,10 @@ func start(t *testing.T, p *Pipeline) {
 	})
 }
 
-func TestDebounceCoalescesBurst(t *testing.T) {
-	s := newSink()
-	// A long debounce so that the burst below is certainly coalesced.
-	p := New(Config{XDS: s, Debounce: 200 * time.Millisecond, MaxDelay: time.Minute})
-	f := install(p)
-	start(t, p)
-
-	var last *resource.Snapshot
-	for i := 1; i <= 20; i++ {
-		last = snapshot(int64(i), "default/gw")
-		p.Submit(last)
-	}
-	res := s.next(t)
-	if got := <-f.translated; got != last {
-		t.Errorf("translated snapshot %p, want the last submitted %p", got, last)
-	}
-	if len(res) != 1 || res[0].Version != "g20" {
-		t.Errorf("update = %+v, want default/gw at g20", res)
-	}
-
-	// A later submit gives exactly the next translation: nothing else was
-	// translated in between.
-	sentinel := snapshot(99, "default/gw")
-	p.Submit(sentinel)
-	if got := s.next(t); got[0].Version != "g99" {
-		t.Errorf("second update version %s, want g99", got[0].Version)
-	}
-	if got := <-f.translated; got != sentinel {
-		t.Errorf("second translation was not of the sentinel snapshot")
-	}
-	if n := len(f.translated) + len(s.calls); n != 0 {
-		t.Errorf("%d unexpected extra translations/updates", n)
-	}
-}
-
 func TestMaxDelayBoundsContinuousSubmits(t *testing.T) {
 	s := newSink()
-	// The debounce never elapses while submits continue; MaxDelay must fire.
+	// Real time: the pause after each translation (an hour of Debounce)
+	// is cut to MaxDelay, so translations go on while submits continue.
 	p := New(Config{XDS: s, Debounce: time.Hour, MaxDelay: 50 * time.Millisecond})
 	install(p)
 	start(t, p)
@@ -352,37 +318,40 @@ func waitLog(t *testing.T, logs records, level slog.Level, msg string) {
 }
 
 func TestSubmitFunc(t *testing.T) {
-	s := newSink()
 	logs := make(records, 100)
-	p := New(Config{XDS: s, Debounce: 20 * time.Millisecond, Log: slog.New(logs)})
-	f := install(p)
-	start(t, p)
+	s := newStepper(t, Config{Debounce: 20 * time.Millisecond, Log: slog.New(logs)}, 0)
+	s.submit(t, 1) // translated at once; a pause follows
 
-	// Only the function submitted last is called, once, by the loop.
+	// Of the functions submitted during the pause, only the last is
+	// called, once, by the loop when the pause ends.
 	calls := make(chan int, 10)
-	for i := 1; i <= 5; i++ {
-		p.SubmitFunc(func(ctx context.Context) (*resource.Snapshot, error) {
+	for i := 2; i <= 6; i++ {
+		s.p.SubmitFunc(func(ctx context.Context) (*resource.Snapshot, error) {
 			calls <- i
 			return snapshot(int64(i), "a/gw"), nil
 		})
+		s.step(t)
 	}
-	if got := s.next(t); got[0].Version != "g5" {
-		t.Errorf("version %s, want g5", got[0].Version)
+	if len(calls) != 0 {
+		t.Fatalf("%d builds during the pause, want none", len(calls))
 	}
-	if got := <-calls; got != 5 || len(calls) != 0 {
-		t.Errorf("build %d called (%d more), want only 5", got, len(calls))
+	s.advance(t, 20*time.Millisecond)
+	if got := <-calls; got != 6 || len(calls) != 0 {
+		t.Errorf("build %d called (%d more), want only 6", got, len(calls))
 	}
-	<-f.translated
+	if got := s.translations(); len(got) != 2 || got[1].gen != 6 {
+		t.Errorf("translations = %+v, want generations 1 and 6", got)
+	}
 
 	// A failing build is logged and nothing is translated; the next input is.
-	p.SubmitFunc(func(context.Context) (*resource.Snapshot, error) { return nil, errors.New("cache not synced") })
+	s.clock.Advance(time.Second)
+	s.p.SubmitFunc(func(context.Context) (*resource.Snapshot, error) { return nil, errors.New("cache not synced") })
+	s.step(t)
 	waitLog(t, logs, slog.LevelError, "building the input snapshot failed; keeping the previous configuration")
-	p.Submit(snapshot(6, "a/gw"))
-	if got := s.next(t); got[0].Version != "g6" {
-		t.Errorf("version %s, want g6", got[0].Version)
-	}
-	if n := len(f.translated); n != 1 {
-		t.Errorf("%d translations, want 1 (none for the failed build)", n)
+	s.clock.Advance(time.Second)
+	s.submit(t, 7)
+	if got := s.translations(); len(got) != 3 || got[2].gen != 7 {
+		t.Errorf("translations = %+v, want generations 1, 6 and 7 (none for the failed build)", got)
 	}
 }
 

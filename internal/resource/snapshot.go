@@ -1,6 +1,8 @@
 // Package resource holds the input of a translation: an immutable snapshot of
 // Gateway API and core objects, the YAML loader that builds one from files,
-// and the indexes the translator needs.
+// the indexes the translator needs, and the Editor that derives a snapshot
+// from the previous one at the cost of what changed (persistent indexes,
+// copy-on-write maps).
 package resource
 
 import (
@@ -22,8 +24,11 @@ import (
 type Key = types.NamespacedName
 
 // Snapshot is every input object the translator reads. A Snapshot is not
-// modified after Build; providers make a new one (sharing unchanged objects)
-// for every change.
+// modified after Build (or Editor.Snapshot), so it may be read
+// concurrently and kept while newer ones are made. Providers make a new
+// one for every change: from scratch (New, then Build), or from the
+// previous one with Edit, which shares the unchanged objects, maps and
+// indexes.
 type Snapshot struct {
 	GatewayClasses  map[string]*gwv1.GatewayClass
 	Gateways        map[Key]*gwv1.Gateway
@@ -50,8 +55,12 @@ type Snapshot struct {
 	// of Gateway API objects may be left out.
 	Changes *Changes
 
-	id              uint64
-	slicesByService map[Key][]*discoveryv1.EndpointSlice
+	id uint64
+	// slicesByService indexes EndpointSlices by the Service they belong
+	// to, each list sorted by name. It is persistent: snapshots made with
+	// Edit share it with their base except where slices changed.
+	slicesByService pmap[Key, []*discoveryv1.EndpointSlice]
+	indexed         bool
 }
 
 // New returns an empty snapshot with every map allocated.
@@ -78,20 +87,39 @@ func (s *Snapshot) Build() *Snapshot {
 	if s.id == 0 {
 		s.id = snapshotIDs.Add(1)
 	}
-	s.slicesByService = map[Key][]*discoveryv1.EndpointSlice{}
-	for _, k := range SortedKeys(s.EndpointSlices) {
-		es := s.EndpointSlices[k]
-		if es == nil {
-			continue
+	groups := map[Key][]*discoveryv1.EndpointSlice{}
+	for _, es := range s.EndpointSlices {
+		if sk, ok := serviceOf(es); ok {
+			groups[sk] = append(groups[sk], es)
 		}
-		svc := es.Labels[discoveryv1.LabelServiceName]
-		if svc == "" {
-			continue
-		}
-		sk := Key{Namespace: es.Namespace, Name: svc}
-		s.slicesByService[sk] = append(s.slicesByService[sk], es)
 	}
+	e := pmap[Key, []*discoveryv1.EndpointSlice]{}.edit()
+	for sk, list := range groups {
+		sortSlices(list)
+		e.Set(sk, list)
+	}
+	s.slicesByService, s.indexed = e.Done(), true
 	return s
+}
+
+// serviceOf returns the Service an EndpointSlice belongs to.
+func serviceOf(es *discoveryv1.EndpointSlice) (Key, bool) {
+	if es == nil {
+		return Key{}, false
+	}
+	svc := es.Labels[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return Key{}, false
+	}
+	return Key{Namespace: es.Namespace, Name: svc}, true
+}
+
+// sortSlices sorts the EndpointSlices of one Service (one namespace) by
+// name.
+func sortSlices(list []*discoveryv1.EndpointSlice) {
+	slices.SortFunc(list, func(a, b *discoveryv1.EndpointSlice) int {
+		return CompareKeys(Key{Namespace: a.Namespace, Name: a.Name}, Key{Namespace: b.Namespace, Name: b.Name})
+	})
 }
 
 // ID identifies the snapshot among those built by this process: Build
@@ -105,10 +133,11 @@ func (s *Snapshot) ID() uint64 {
 
 // EndpointSlicesFor returns the EndpointSlices of a Service, sorted by name.
 func (s *Snapshot) EndpointSlicesFor(svc Key) []*discoveryv1.EndpointSlice {
-	if s.slicesByService == nil {
+	if !s.indexed {
 		s.Build()
 	}
-	return s.slicesByService[svc]
+	list, _ := s.slicesByService.Get(svc)
+	return list
 }
 
 // Len is the number of objects in the snapshot.

@@ -109,6 +109,7 @@ func TestApplyDesiredSkipsNoOp(t *testing.T) {
 
 func TestPublishCoalescesAndClearsRoutes(t *testing.T) {
 	w := New(Config{ControllerName: string(ours)})
+	t.Cleanup(w.queue.ShutDown)
 	route := gatewayapi.Status{Kind: gatewayapi.KindHTTPRoute, Namespace: "ns", Name: "r", Generation: 1,
 		Route: &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{parent(ours, "gw", cond("Accepted", "True", t0))}}}
 	gc := gatewayapi.Status{Kind: gatewayapi.KindGatewayClass, Name: "c", Generation: 1,

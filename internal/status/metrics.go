@@ -23,7 +23,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		QueueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "portico_status_queue_depth",
-			Help: "Objects waiting for their status to be checked or written.",
+			Help: "Objects ready for their status to be checked or written (not those waiting for the end of their write interval).",
 		}),
 		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portico_status_writes_total",

@@ -3,12 +3,28 @@
 //
 // The translation loop calls Publish, which records the latest desired status
 // per object and enqueues the keys that changed; it never waits on the API
-// server. Workers take keys from a workqueue (one entry per object, so memory
-// is bounded by the number of objects and intermediate states coalesce), read
-// the live object, merge, skip no-op writes and update the status subresource
-// with optimistic concurrency. Only the leader writes; followers keep the
-// desired statuses current so that a new leader writes every pending status at
-// once.
+// server, and its cost grows with the number of changed statuses, not with
+// the number of objects: a status the translator carried over from its
+// previous result (the same content pointers) is not compared again.
+// Workers take keys from a workqueue (one entry per object, so memory is
+// bounded by the number of objects and intermediate states coalesce),
+// compare with the informer cache, skip no-op writes, and update the status
+// subresource with optimistic concurrency (reading the live object only
+// after a conflict).
+//
+// Writes of one object are at least Config.WriteInterval apart: the first
+// change after a quiet interval is written at once, later ones wait for the
+// end of the interval and coalesce. A Gateway whose attachedRoutes changes
+// with every new route is so written about once per interval during a
+// burst of creations, and a fight with another writer over one object costs
+// at most one write per interval. Retries after a failed write do not wait
+// for the interval (they back off exponentially).
+//
+// Only the leader writes; followers keep the desired statuses current so
+// that a new leader writes every pending status at once. A route that no
+// longer has a status of ours (deleted, or no longer naming our Gateways)
+// keeps a removal entry until the leader removed our parents from it, or,
+// on a follower, until the informer cache shows nothing of ours on it.
 package status
 
 import (
@@ -16,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,15 +41,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 )
 
+// Defaults of Config.
+const (
+	DefaultWorkers       = 8
+	DefaultWriteInterval = time.Second
+)
+
 // Config configures a Writer.
 type Config struct {
-	// Client writes status subresources and reads live objects.
+	// Client writes status subresources and reads live objects. Its rate
+	// limiter bounds the writer's load on the API server.
 	Client client.Client
 	// Reader, when set, is the informer cache: the first attempt for an
 	// object compares with (and writes on top of) the cached object, which
@@ -40,7 +65,11 @@ type Config struct {
 	// error reads the live object through Client.
 	Reader         client.Reader
 	ControllerName string
-	Workers        int
+	// Workers is the number of concurrent writes (default DefaultWorkers).
+	Workers int
+	// WriteInterval is the shortest time between two writes of the same
+	// object (default DefaultWriteInterval; negative: no limit).
+	WriteInterval time.Duration
 	// WriteTimeout bounds one API call, so a hung API server costs a retry,
 	// not a stuck worker. Default 10s.
 	WriteTimeout time.Duration
@@ -57,24 +86,50 @@ type Config struct {
 type Writer struct {
 	cfg   Config
 	queue workqueue.TypedRateLimitingInterface[string]
+	clock clock.Clock // of the write interval (and of the queue's delays)
 
 	mu      sync.Mutex
 	desired map[string]*entry
+	// published is the argument of the last Publish, and sorted whether it
+	// is in the translator's order (then the next Publish merges with it).
+	published []gatewayapi.Status
+	sorted    bool
 	// leadCtx is the context of the current term; nil when not leading. It
 	// is cancelled when leadership is lost, which aborts in-flight writes.
 	leadCtx context.Context
 }
 
-// entry is the desired status of one object. A route entry with a nil
-// status.Route asks for our parents to be removed.
+// entry is the desired status of one object, guarded by Writer.mu. A route
+// entry with a nil status.Route asks for our parents to be removed.
 type entry struct {
 	status gatewayapi.Status
+	// version counts the changes of status.
+	version uint64
+	// written is when a write of the object was last issued (zero: never).
+	written time.Time
+	// busy: a worker is checking or writing the object; again: it changed
+	// meanwhile, and is enqueued when the worker is done.
+	busy, again bool
+}
+
+// removal reports whether e asks for our parents to be removed from a route.
+func (e *entry) removal() bool { return isRemoval(&e.status) }
+
+func isRemoval(s *gatewayapi.Status) bool { return isRoute(s.Kind) && s.Route == nil }
+
+func isRoute(kind string) bool {
+	return kind == gatewayapi.KindHTTPRoute || kind == gatewayapi.KindGRPCRoute
 }
 
 // New returns a Writer; Run starts its workers.
-func New(cfg Config) *Writer {
+func New(cfg Config) *Writer { return newWriter(cfg, clock.RealClock{}) }
+
+func newWriter(cfg Config, clk clock.WithTicker) *Writer {
 	if cfg.Workers <= 0 {
-		cfg.Workers = 4
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.WriteInterval == 0 {
+		cfg.WriteInterval = DefaultWriteInterval
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
@@ -96,8 +151,11 @@ func New(cfg Config) *Writer {
 	}
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.BaseDelay, cfg.MaxDelay)
 	return &Writer{
-		cfg:     cfg,
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{Name: "status"}),
+		cfg:   cfg,
+		clock: clk,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{
+			Name: "status", Clock: clk,
+		}),
 		desired: map[string]*entry{},
 	}
 }
@@ -107,35 +165,157 @@ func New(cfg Config) *Writer {
 // has none now is enqueued to remove our entries from its status.parents.
 // Other kinds that disappear are forgotten (their objects were deleted or
 // are no longer ours).
+//
+// statuses must not be modified afterwards. In the translator's order (by
+// kind, namespace and name) they are merged with the previous call's, and
+// a status whose content pointers are those of the previous call is taken
+// as unchanged without comparing it: the cost is that of the changes.
+// Otherwise every status is compared.
 func (w *Writer) Publish(statuses []gatewayapi.Status) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.sorted || !w.publishMerged(statuses) {
+		w.publishAll(statuses)
+		w.sorted = isSorted(statuses)
+	}
+	w.published = statuses
+	w.cfg.Metrics.QueueDepth.Set(float64(w.queue.Len()))
+}
+
+// publishMerged walks the previous and the new statuses, both sorted, and
+// applies the differences. It returns false, having changed nothing, when
+// cur is not sorted.
+func (w *Writer) publishMerged(cur []gatewayapi.Status) bool {
+	prev := w.published
+	var changed, removed []int
+	i, j := 0, 0
+	for i < len(prev) || j < len(cur) {
+		var c int
+		switch {
+		case i == len(prev):
+			c = 1
+		case j == len(cur):
+			c = -1
+		default:
+			c = compareStatuses(&prev[i], &cur[j])
+		}
+		if c >= 0 && j > 0 && compareStatuses(&cur[j-1], &cur[j]) >= 0 {
+			return false // not sorted, or a key twice
+		}
+		switch {
+		case c == 0:
+			if !sameContent(&prev[i], &cur[j]) {
+				changed = append(changed, j)
+			}
+			i++
+			j++
+		case c > 0:
+			changed = append(changed, j)
+			j++
+		default:
+			removed = append(removed, i)
+			i++
+		}
+	}
+	for _, j := range changed {
+		w.set(&cur[j])
+	}
+	for _, i := range removed {
+		w.remove(prev[i].Key())
+	}
+	return true
+}
+
+// publishAll compares every status with the desired one.
+func (w *Writer) publishAll(statuses []gatewayapi.Status) {
 	seen := make(map[string]struct{}, len(statuses))
 	for i := range statuses {
-		s := statuses[i]
-		k := s.Key()
-		seen[k] = struct{}{}
-		if old, ok := w.desired[k]; ok && sameDesired(&old.status, &s) {
-			continue
-		}
-		w.desired[k] = &entry{status: s}
-		w.queue.Add(k)
+		seen[statuses[i].Key()] = struct{}{}
+		w.set(&statuses[i])
 	}
-	for k, e := range w.desired {
-		if _, ok := seen[k]; ok {
-			continue
+	for k := range w.desired {
+		if _, ok := seen[k]; !ok {
+			w.remove(k)
 		}
-		isRoute := e.status.Kind == gatewayapi.KindHTTPRoute || e.status.Kind == gatewayapi.KindGRPCRoute
-		if isRoute && e.status.Route != nil {
-			e2 := &entry{status: e.status}
-			e2.status.Route = nil
-			w.desired[k] = e2
-			w.queue.Add(k)
-			continue
-		}
+	}
+}
+
+// set makes s the desired status of its object, enqueuing it if that
+// changes anything but condition times.
+func (w *Writer) set(s *gatewayapi.Status) {
+	k := s.Key()
+	e := w.desired[k]
+	if e == nil {
+		e = &entry{}
+		w.desired[k] = e
+	} else if sameDesired(&e.status, s) {
+		e.status = *s
+		return
+	}
+	e.status = *s
+	e.version++
+	w.enqueue(k, e)
+}
+
+// remove handles an object whose status is no longer published: a route
+// gets a removal entry, other kinds are forgotten.
+func (w *Writer) remove(k string) {
+	e := w.desired[k]
+	switch {
+	case e == nil || e.removal():
+	case isRoute(e.status.Kind):
+		e.status.Route = nil
+		e.version++
+		w.enqueue(k, e)
+	default:
 		delete(w.desired, k)
 	}
-	w.cfg.Metrics.QueueDepth.Set(float64(w.queue.Len()))
+}
+
+// enqueue queues k, at once unless a write of it was issued less than
+// WriteInterval ago: then at the end of the interval.
+func (w *Writer) enqueue(k string, e *entry) {
+	if e.busy {
+		// Decided when the worker is done: it may issue a write now.
+		e.again = true
+		return
+	}
+	if iv := w.cfg.WriteInterval; iv > 0 && !e.written.IsZero() {
+		if d := e.written.Add(iv).Sub(w.clock.Now()); d > 0 {
+			w.queue.AddAfter(k, d)
+			return
+		}
+	}
+	w.queue.Add(k)
+}
+
+// sameContent reports whether two statuses of the same object share their
+// content: the translator carried the status over unchanged.
+func sameContent(a, b *gatewayapi.Status) bool {
+	return a.Generation == b.Generation && a.GatewayClass == b.GatewayClass && a.Gateway == b.Gateway &&
+		a.ListenerSet == b.ListenerSet && a.Route == b.Route
+}
+
+// compareStatuses orders statuses as the translator does: by kind, then
+// namespace, then name.
+func compareStatuses(a, b *gatewayapi.Status) int {
+	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// isSorted reports whether s is strictly in compareStatuses order.
+func isSorted(s []gatewayapi.Status) bool {
+	for i := 1; i < len(s); i++ {
+		if compareStatuses(&s[i-1], &s[i]) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // sameDesired compares two desired statuses ignoring condition transition
@@ -143,6 +323,9 @@ func (w *Writer) Publish(statuses []gatewayapi.Status) {
 func sameDesired(a, b *gatewayapi.Status) bool {
 	if a.Generation != b.Generation || a.Kind != b.Kind {
 		return false
+	}
+	if sameContent(a, b) {
+		return true
 	}
 	return reflect.DeepEqual(stripTimes(a), stripTimes(b))
 }
@@ -153,26 +336,34 @@ func sameDesired(a, b *gatewayapi.Status) bool {
 func (w *Writer) Observe(kind string, key types.NamespacedName) {
 	k := (&gatewayapi.Status{Kind: kind, Namespace: key.Namespace, Name: key.Name}).Key()
 	w.mu.Lock()
-	_, ok := w.desired[k]
-	w.mu.Unlock()
-	if ok {
-		w.queue.Add(k)
+	defer w.mu.Unlock()
+	// Our own writes come back here too: re-checked after the interval,
+	// they cost no request (the cache holds what we wrote).
+	if e, ok := w.desired[k]; ok {
+		w.enqueue(k, e)
 	}
 }
 
 // SetLeading starts (ctx non-nil) or ends (ctx nil) a term of leadership.
 // Writes happen only while leading and are aborted when ctx is cancelled. At
-// the start of a term every desired status is enqueued: the new leader
-// compares each with the live object and writes the differences.
+// the start of a term every desired status is enqueued, GatewayClasses,
+// Gateways and ListenerSets before routes: the new leader compares each
+// with the live object and writes the differences.
 func (w *Writer) SetLeading(ctx context.Context) {
 	w.mu.Lock()
 	w.leadCtx = ctx
 	var keys []string
 	if ctx != nil {
 		keys = make([]string, 0, len(w.desired))
-		for k := range w.desired {
-			keys = append(keys, k)
+		var routes []string
+		for k, e := range w.desired {
+			if isRoute(e.status.Kind) {
+				routes = append(routes, k)
+			} else {
+				keys = append(keys, k)
+			}
 		}
+		keys = append(keys, routes...)
 	}
 	w.mu.Unlock()
 	for _, k := range keys {
@@ -185,7 +376,8 @@ func (w *Writer) SetLeading(ctx context.Context) {
 // writer); call it before Run.
 func (w *Writer) SetReader(r client.Reader) { w.cfg.Reader = r }
 
-// Pending is the number of objects waiting to be checked or written.
+// Pending is the number of objects ready to be checked or written; objects
+// waiting for the end of their write interval are not counted.
 func (w *Writer) Pending() int { return w.queue.Len() }
 
 // Run runs the workers until ctx is done.
@@ -202,6 +394,8 @@ func (w *Writer) Run(ctx context.Context) {
 	<-ctx.Done()
 	w.queue.ShutDownWithDrain()
 	wg.Wait()
+	// ShutDownWithDrain leaves the queue's loop of delayed keys running.
+	w.queue.ShutDown()
 }
 
 func (w *Writer) processNext() bool {
@@ -215,27 +409,42 @@ func (w *Writer) processNext() bool {
 	w.mu.Lock()
 	e := w.desired[key]
 	lead := w.leadCtx
+	var st gatewayapi.Status
+	var version uint64
+	if e != nil {
+		st, version = e.status, e.version
+		e.busy = true
+	}
 	w.mu.Unlock()
-	if e == nil || lead == nil || lead.Err() != nil {
-		// Nothing to write, or not leading: a new term re-enqueues every key.
+	if e == nil {
 		w.queue.Forget(key)
 		return true
 	}
-	err := w.write(lead, e, w.queue.NumRequeues(key) == 0)
-	switch {
-	case err == nil:
+	defer w.done(key, e)
+	if lead == nil || lead.Err() != nil {
+		// Not leading: a new term re-enqueues every key.
 		w.queue.Forget(key)
+		if isRemoval(&st) {
+			w.settleRemoval(key, e, &st, version)
+		}
+		return true
+	}
+	err := w.write(lead, e, &st, w.queue.NumRequeues(key) == 0)
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		w.queue.Forget(key)
+		if isRemoval(&st) {
+			w.drop(key, e, version) // nothing of ours is left on it
+		}
 	case lead.Err() != nil:
 		// Leadership ended during the write; the next leader owns it.
 		w.queue.Forget(key)
-	case apierrors.IsNotFound(err):
-		w.queue.Forget(key)
 	case apierrors.IsConflict(err):
 		// Someone else wrote first: re-read and retry promptly.
-		w.cfg.Metrics.Writes.WithLabelValues(e.status.Kind, ResultConflict).Inc()
+		w.cfg.Metrics.Writes.WithLabelValues(st.Kind, ResultConflict).Inc()
 		w.queue.AddRateLimited(key)
 	default:
-		w.cfg.Metrics.Writes.WithLabelValues(e.status.Kind, ResultError).Inc()
+		w.cfg.Metrics.Writes.WithLabelValues(st.Kind, ResultError).Inc()
 		w.cfg.Log.Warn("status write failed, will retry", "object", key, "err", err,
 			"retries", w.queue.NumRequeues(key))
 		w.queue.AddRateLimited(key)
@@ -243,12 +452,75 @@ func (w *Writer) processNext() bool {
 	return true
 }
 
-// write reads the live object, merges, and updates its status unless that
-// changes nothing.
-func (w *Writer) write(ctx context.Context, e *entry, fromCache bool) error {
+// done ends a worker's turn on e, enqueuing it if it changed meanwhile.
+func (w *Writer) done(key string, e *entry) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e.busy = false
+	if e.again {
+		e.again = false
+		if w.desired[key] == e {
+			w.enqueue(key, e)
+		}
+	}
+}
+
+// drop forgets the removal entry e of key unless it changed since version.
+func (w *Writer) drop(key string, e *entry, version uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.desired[key] == e && e.version == version {
+		delete(w.desired, key)
+	}
+}
+
+// settleRemoval, on a follower, forgets a removal entry once the informer
+// cache shows the route gone or without parents of ours: no leader will
+// have anything to remove. Otherwise the entry waits for a term, or for the
+// informer event of the leader's write (Observe).
+func (w *Writer) settleRemoval(key string, e *entry, s *gatewayapi.Status, version uint64) {
+	if w.cfg.Reader == nil {
+		return
+	}
+	obj, err := newObject(s.Kind)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.WriteTimeout)
+	defer cancel()
+	err = w.cfg.Reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return
+	case hasOurParents(obj, gwv1.GatewayController(w.cfg.ControllerName)):
+		return
+	}
+	w.drop(key, e, version)
+}
+
+// hasOurParents reports whether a route's status has entries of controller.
+func hasOurParents(obj client.Object, controller gwv1.GatewayController) bool {
+	var parents []gwv1.RouteParentStatus
+	switch o := obj.(type) {
+	case *gwv1.HTTPRoute:
+		parents = o.Status.Parents
+	case *gwv1.GRPCRoute:
+		parents = o.Status.Parents
+	}
+	for i := range parents {
+		if parents[i].ControllerName == controller {
+			return true
+		}
+	}
+	return false
+}
+
+// write compares the desired status s of entry e with the object (cached
+// or live), merges, and updates its status unless that changes nothing.
+func (w *Writer) write(ctx context.Context, e *entry, s *gatewayapi.Status, fromCache bool) error {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
 	defer cancel()
-	s := &e.status
 	obj, err := newObject(s.Kind)
 	if err != nil {
 		return err
@@ -268,6 +540,10 @@ func (w *Writer) write(ctx context.Context, e *entry, fromCache bool) error {
 		w.cfg.Metrics.Writes.WithLabelValues(s.Kind, ResultSkipped).Inc()
 		return nil
 	}
+	// A change published meanwhile waits for the interval (see done).
+	w.mu.Lock()
+	e.written = w.clock.Now()
+	w.mu.Unlock()
 	// Update carries the resourceVersion we read: a concurrent write makes
 	// it fail with a conflict instead of being overwritten.
 	if err := w.cfg.Client.Status().Update(ctx, obj); err != nil {

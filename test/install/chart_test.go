@@ -383,7 +383,7 @@ func TestInstallRBAC(t *testing.T) {
 	role := typed(t, find(t, "Role", "portico-leader-election"), &rbacv1.Role{})
 	want, got = sets.New[string](), sets.New[string]()
 	grant(want, "coordination.k8s.io", []string{"leases"}, []string{"create"})
-	grant(want, "coordination.k8s.io", []string{"leases"}, []string{"get", "update"}, "portico-leader")
+	grant(want, "coordination.k8s.io", []string{"leases"}, []string{"get", "watch", "update"}, "portico-leader")
 	for _, r := range role.Rules {
 		checkRule(t, "Role portico-leader-election", r)
 		for _, g := range r.APIGroups {

@@ -1,15 +1,23 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/portico-dev/portico/internal/leader"
 )
 
 // leaderOf returns the replica that reports leadership on /debug/leader,
@@ -128,6 +136,138 @@ func TestGracefulHandover(t *testing.T) {
 	eventually(t, 10*time.Second, "route created during hand-over accepted", func() bool {
 		return f.routeAccepted("during") && f.gatewayProgrammed("gw", 2)
 	})
+}
+
+// leaseElector is a leader.Elector on the test API server whose Lease
+// requests are counted.
+type leaseElector struct {
+	name     string
+	e        *leader.Elector
+	cancel   context.CancelFunc
+	done     chan struct{}
+	requests atomic.Int64 // Lease requests other than watches
+	watches  atomic.Int64 // Lease watches the API server accepted
+}
+
+func startElector(t *testing.T, ns, name string, lease, renew, retry time.Duration) *leaseElector {
+	t.Helper()
+	le := &leaseElector{name: name, done: make(chan struct{})}
+	cfg := rest.CopyConfig(restCfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return rtFunc(func(req *http.Request) (*http.Response, error) {
+			if !strings.Contains(req.URL.Path, "/leases") {
+				return rt.RoundTrip(req)
+			}
+			if req.URL.Query().Get("watch") != "true" {
+				le.requests.Add(1)
+				return rt.RoundTrip(req)
+			}
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusOK {
+				le.watches.Add(1)
+			}
+			return resp, err
+		})
+	}
+	watchCS, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = renew // as the controller does: Lease reads and writes time out
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.e, err = leader.New(leader.Config{
+		Client: cs, WatchClient: watchCS, Namespace: ns, Name: leaseName, Identity: name,
+		LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry,
+		Log: testLogger(t, name),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	le.cancel = cancel
+	go func() {
+		defer close(le.done)
+		if err := le.e.Run(ctx); err != nil {
+			t.Errorf("elector %s: %v", name, err)
+		}
+	}()
+	t.Cleanup(le.stop)
+	return le
+}
+
+// stop ends Run, which releases the Lease if held, and waits for it.
+func (le *leaseElector) stop() {
+	le.cancel()
+	<-le.done
+}
+
+// A released Lease is taken over at once, not at the followers' next retry:
+// followers watch the Lease. With a 20 s retry period (and client-go's
+// jitter on top), a take-over within 5 s can only come from the watch.
+// Exactly one follower wins — the Lease's resourceVersion arbitrates — and
+// each follower makes only a couple of Lease requests for the hand-over.
+func TestReleasedLeaseTakenOverBeforeRetry(t *testing.T) {
+	f := newFixture(t)
+	const lease, renew, retry = 30 * time.Second, 25 * time.Second, 20 * time.Second
+	es := []*leaseElector{
+		startElector(t, f.ns, "a", lease, renew, retry),
+		startElector(t, f.ns, "b", lease, renew, retry),
+		startElector(t, f.ns, "c", lease, renew, retry),
+	}
+	leaders := func() []*leaseElector {
+		var l []*leaseElector
+		for _, e := range es {
+			if e.e.IsLeader() {
+				l = append(l, e)
+			}
+		}
+		if len(l) > 1 {
+			t.Fatalf("two leaders at once: %s and %s", l[0].name, l[1].name)
+		}
+		return l
+	}
+	eventually(t, 10*time.Second, "a leader", func() bool { return len(leaders()) == 1 })
+	old := leaders()[0]
+	var followers []*leaseElector
+	for _, e := range es {
+		if e != old {
+			followers = append(followers, e)
+		}
+	}
+	eventually(t, 10*time.Second, "followers watch the Lease", func() bool {
+		return followers[0].watches.Load() > 0 && followers[1].watches.Load() > 0
+	})
+	before := []int64{followers[0].requests.Load(), followers[1].requests.Load()}
+
+	start := time.Now()
+	old.stop() // releases the Lease
+	released := time.Since(start)
+	eventually(t, 5*time.Second, "a follower leads", func() bool { return len(leaders()) == 1 })
+	took := time.Since(start)
+	next := leaders()[0]
+	t.Logf("hand-over: %s released the Lease in %s; %s led %s after the stop began (retry period %s)",
+		old.name, released.Round(time.Millisecond), next.name, took.Round(time.Millisecond), retry)
+
+	var l coordinationv1.Lease
+	if err := k8s.Get(f.ctx, f.key(leaseName), &l); err != nil {
+		t.Fatal(err)
+	}
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != next.name {
+		t.Fatalf("Lease held by %q, want %s", h, next.name)
+	}
+	for i, e := range followers {
+		n := e.requests.Load() - before[i]
+		t.Logf("follower %s: %d Lease requests for the hand-over", e.name, n)
+		if n > 4 {
+			t.Errorf("follower %s made %d Lease requests for one hand-over, want a Get and an Update or so", e.name, n)
+		}
+	}
+	if got := leaders(); len(got) != 1 || got[0] != next {
+		t.Fatalf("leadership moved again after the hand-over")
+	}
 }
 
 // The leader loses the API server: it stops writing within the renew

@@ -8,45 +8,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/resource"
 )
 
-// failingCache fails every List.
-type failingCache struct{ cache.Cache }
+// failingStore fails every read: errors, and a List of no object.
+type failingStore struct{ toolscache.Store }
 
-func (failingCache) List(context.Context, client.ObjectList, ...client.ListOption) error {
-	return errors.New("no cache")
-}
-
-// testProvider is a provider whose cache fails: its handlers work, its
-// snapshots fail.
-func testProvider(t *testing.T) *Provider {
-	t.Helper()
-	return &Provider{
-		cfg:   Config{Notify: func() {}, Observe: func(string, types.NamespacedName) {}, InfraObserve: func(client.Object) {}},
-		cache: failingCache{},
-	}
-}
-
-func handlerOf(t *testing.T, p *Provider, kind string) toolscache.ResourceEventHandler {
-	t.Helper()
-	for _, w := range p.kinds() {
-		if w.kind == kind {
-			return p.handler(w)
-		}
-	}
-	t.Fatalf("no kind %s", kind)
-	return nil
-}
+func (failingStore) GetByKey(string) (any, bool, error) { return nil, false, errors.New("no store") }
+func (failingStore) List() []any                        { return []any{"not an object"} }
 
 func TestChangesClassifyEvents(t *testing.T) {
-	p := testProvider(t)
+	f := newFakeCluster(t)
+	p := f.p
 	route := func(rv string, gen int64, status bool) *gwv1.HTTPRoute {
 		r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", ResourceVersion: rv, Generation: gen}}
 		if status {
@@ -54,29 +30,41 @@ func TestChangesClassifyEvents(t *testing.T) {
 		}
 		return r
 	}
-	h := handlerOf(t, p, "HTTPRoute")
-	// A status-only update is not a change for translation.
+	h := f.handlers[resource.KindHTTPRoute]
+	// A status-only update is not a change for translation, but the next
+	// snapshot must hold the new version.
 	h.OnUpdate(route("1", 1, false), route("2", 1, true))
 	// A resync is not a change.
 	h.OnUpdate(route("2", 1, true), route("2", 1, true))
 	if p.changes != nil && p.changes.Len() != 0 {
 		t.Fatalf("changes after status-only update and resync: %v", p.changes.Objects)
 	}
+	if _, ok := p.refresh[resource.Ref{Kind: resource.KindHTTPRoute, Key: resource.Key{Namespace: "ns", Name: "r"}}]; !ok || len(p.refresh) != 1 {
+		t.Errorf("refresh after a status-only update: %v", p.refresh)
+	}
+	if f.observed.Load() != 1 || f.notified.Load() != 0 {
+		t.Errorf("status-only update: observed %d, notified %d", f.observed.Load(), f.notified.Load())
+	}
 	h.OnUpdate(route("2", 1, true), route("3", 2, true))
 
-	// An EndpointSlice of a Service no snapshot references is recorded too.
+	// An EndpointSlice of a Service no snapshot references is recorded too,
+	// without waking the pipeline.
 	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s-1", ResourceVersion: "5",
 		Labels: map[string]string{discoveryv1.LabelServiceName: "s"}}}
-	handlerOf(t, p, "EndpointSlice").OnAdd(slice, false)
+	n := f.notified.Load()
+	f.handlers[resource.KindEndpointSlice].OnAdd(slice, false)
+	if f.notified.Load() != n {
+		t.Error("an unreferenced EndpointSlice woke the pipeline")
+	}
 
 	// A Namespace update that keeps the labels does not matter.
 	ns := func(rv string, labels map[string]string) *corev1.Namespace {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", ResourceVersion: rv, Labels: labels}}
 	}
-	hn := handlerOf(t, p, "Namespace")
+	hn := f.handlers[resource.KindNamespace]
 	hn.OnUpdate(ns("1", map[string]string{"a": "1"}), ns("2", map[string]string{"a": "1"}))
 	hn.OnUpdate(ns("2", map[string]string{"a": "1"}), ns("3", map[string]string{"a": "2"}))
-	handlerOf(t, p, "Secret").OnDelete(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tls"}})
+	f.handlers[resource.KindSecret].OnDelete(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tls"}})
 
 	want := []resource.Ref{
 		{Kind: resource.KindHTTPRoute, Key: resource.Key{Namespace: "ns", Name: "r"}},
@@ -94,31 +82,29 @@ func TestChangesClassifyEvents(t *testing.T) {
 	}
 
 	// A snapshot that cannot be built keeps the changes for the next one.
+	p.stores[resource.KindHTTPRoute] = failingStore{}
 	if _, err := p.Snapshot(context.Background()); err == nil {
-		t.Fatal("snapshot of a cache that never started")
+		t.Fatal("snapshot of a failing store")
 	}
-	if p.changes.Len() != len(want) {
-		t.Errorf("changes after a failed snapshot: %v", p.changes.Objects)
+	if p.changes.Len() != len(want) || len(p.refresh) != 2 {
+		t.Errorf("changes after a failed snapshot: %v, refresh %v", p.changes.Objects, p.refresh)
 	}
 }
 
-// emptyCache holds no object.
-type emptyCache struct{ cache.Cache }
-
-func (emptyCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
-
 func TestSnapshotsCarryChanges(t *testing.T) {
-	p := testProvider(t)
-	p.cache = emptyCache{}
-	h := handlerOf(t, p, "Gateway")
+	f := newFakeCluster(t)
+	p := f.p
 	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gw", ResourceVersion: "1"}}
-	h.OnAdd(gw, true)
+	f.apply(t, gw)
 	first, err := p.Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.Changes != nil {
 		t.Errorf("first snapshot has changes relative to nothing: %v", first.Changes)
+	}
+	if first.Gateways[resource.Key{Namespace: "ns", Name: "gw"}] != gw {
+		t.Error("first snapshot does not share the cache's Gateway")
 	}
 	second, err := p.Snapshot(context.Background())
 	if err != nil {
@@ -127,12 +113,24 @@ func TestSnapshotsCarryChanges(t *testing.T) {
 	if c := second.Changes; c == nil || c.Since != first.ID() || c.Len() != 0 {
 		t.Errorf("second snapshot changes = %+v, want none since %d", c, first.ID())
 	}
-	h.OnDelete(gw)
+	f.remove(t, resource.KindGateway, resource.Key{Namespace: "ns", Name: "gw"})
 	third, err := p.Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := third.Changes; c == nil || c.Since != second.ID() || !c.Has(resource.KindGateway, resource.Key{Namespace: "ns", Name: "gw"}) || c.Len() != 1 {
 		t.Errorf("third snapshot changes = %+v", c)
+	}
+	if len(third.Gateways) != 0 || len(second.Gateways) != 1 {
+		t.Errorf("Gateways: second %d, third %d", len(second.Gateways), len(third.Gateways))
+	}
+}
+
+func TestSnapshotWaitsForSync(t *testing.T) {
+	p := &Provider{syncedC: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Snapshot(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("snapshot before sync: %v", err)
 	}
 }

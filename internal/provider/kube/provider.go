@@ -4,10 +4,19 @@
 // Informer events update the cache (controller-runtime does that) and then
 // pass through a filter that says whether the event matters for
 // translation. An event that matters marks the input dirty and notifies the
-// pipeline, which debounces and then asks for a snapshot: the snapshot is
-// built from the cache once per translation, not once per event. A
-// status-only change of one of our objects does not re-translate; it is
-// handed to the status writer, which corrects drift.
+// pipeline, which debounces and then asks for a snapshot. A status-only
+// change of one of our objects does not re-translate; it is handed to the
+// status writer, which corrects drift.
+//
+// Snapshots are built once per translation, not once per event, and cost
+// what changed, not the size of the cache: the first one lists every
+// input object from the informers' stores; each later one starts from the
+// previous snapshot (resource.Snapshot.Edit: unchanged kinds and indexes
+// are shared, snapshots stay immutable) and reads from the stores only the
+// objects the events named since then. The references that drive the
+// event filter are kept per route, Gateway and ListenerSet, and updated
+// for the changed ones only. Should reading a changed object fail or give
+// something inconsistent, the snapshot is rebuilt from the stores.
 package kube
 
 import (
@@ -58,16 +67,39 @@ type Config struct {
 
 // Provider watches the API server.
 type Provider struct {
-	cfg    Config
-	cache  cache.Cache
-	synced atomic.Bool
+	cfg     Config
+	cache   cache.Cache
+	synced  atomic.Bool
+	syncedC chan struct{} // closed once synced
+
+	// stores are the informers' stores of the input kinds, set by Run
+	// before syncedC is closed. Snapshots share their objects.
+	stores map[resource.Kind]store
+
+	// snapMu serialises Snapshot and guards base and owners.
+	snapMu sync.Mutex
+	// base is the last snapshot built, the start of the next one.
+	base *resource.Snapshot
+	// owners are the references of each route, Gateway and ListenerSet
+	// of base (what refs counts).
+	owners map[resource.Ref]contrib
 
 	mu   sync.Mutex
-	refs refs // what the last snapshot references; guarded by mu
-	// changes lists the objects changed since the snapshot with ID
-	// lastID (see resource.Snapshot.Changes); guarded by mu.
+	refs refs // what base references; guarded by mu
+	// changes lists the objects changed since base (see
+	// resource.Snapshot.Changes); refresh the objects whose other
+	// updates (status only, Namespace labels kept) are not listed there
+	// but must reach the next snapshot all the same. Guarded by mu.
 	changes *resource.Changes
-	lastID  uint64
+	refresh map[resource.Ref]struct{}
+}
+
+// store is what Snapshot reads of an informer's store
+// (k8s.io/client-go/tools/cache.Store): the cache's own objects, not
+// copies.
+type store interface {
+	GetByKey(key string) (item any, exists bool, err error)
+	List() []any
 }
 
 // New creates the provider and its cache. Nothing is watched until Run.
@@ -104,7 +136,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube provider: %w", err)
 	}
-	return &Provider{cfg: cfg, cache: c}, nil
+	return &Provider{cfg: cfg, cache: c, syncedC: make(chan struct{}), refs: newRefs()}, nil
 }
 
 // SetInfraObserver sets Config.InfraObserve; call it before Run.
@@ -127,14 +159,14 @@ func (p *Provider) kinds() []watched {
 		{obj: &gwv1beta1.ReferenceGrant{}, kind: "ReferenceGrant", input: resource.KindReferenceGrant},
 		{obj: &corev1.Namespace{}, kind: "Namespace", input: resource.KindNamespace, matters: namespaceMatters},
 		{obj: &corev1.Service{}, kind: "Service", input: resource.KindService, infra: true, referenced: func(r *refs, o client.Object) bool {
-			return r.services[key(o)] || isProvisioned(o)
+			return r.service(key(o)) || isProvisioned(o)
 		}},
 		{obj: &discoveryv1.EndpointSlice{}, kind: "EndpointSlice", input: resource.KindEndpointSlice, referenced: func(r *refs, o client.Object) bool {
 			svc := o.GetLabels()[discoveryv1.LabelServiceName]
-			return r.services[types.NamespacedName{Namespace: o.GetNamespace(), Name: svc}]
+			return r.service(types.NamespacedName{Namespace: o.GetNamespace(), Name: svc})
 		}},
 		{obj: &corev1.Secret{}, kind: "Secret", input: resource.KindSecret, referenced: func(r *refs, o client.Object) bool {
-			return r.secrets[key(o)]
+			return r.secret(key(o))
 		}},
 		{obj: &v1alpha1.ProxyConfig{}, kind: v1alpha1.Kind, input: resource.KindProxyConfig},
 		// Provisioned objects: the Deployment is an input of Gateway status
@@ -149,15 +181,24 @@ func (p *Provider) kinds() []watched {
 // done. Once every informer has synced it notifies the pipeline for the
 // first full translation.
 func (p *Provider) Run(ctx context.Context) error {
+	stores := map[resource.Kind]store{}
 	for _, w := range p.kinds() {
 		inf, err := p.cache.GetInformer(ctx, w.obj)
 		if err != nil {
 			return fmt.Errorf("kube provider: informer for %s: %w", w.kind, err)
 		}
+		if w.input != 0 {
+			si, ok := inf.(interface{ GetStore() toolscache.Store })
+			if !ok {
+				return fmt.Errorf("kube provider: informer for %s (%T) has no store", w.kind, inf)
+			}
+			stores[w.input] = si.GetStore()
+		}
 		if _, err := inf.AddEventHandler(p.handler(w)); err != nil {
 			return fmt.Errorf("kube provider: handler for %s: %w", w.kind, err)
 		}
 	}
+	p.stores = stores
 	errc := make(chan error, 1)
 	go func() { errc <- p.cache.Start(ctx) }()
 	if !p.cache.WaitForCacheSync(ctx) {
@@ -167,109 +208,10 @@ func (p *Provider) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("kube provider: caches did not sync")
 	}
-	p.synced.Store(true)
+	p.markSynced()
 	p.cfg.Log.Info("caches synced")
 	p.cfg.Notify()
 	return <-errc
-}
-
-// Snapshot builds a snapshot of everything in the cache and records what it
-// references, for the event filter. Called by the pipeline's goroutine.
-//
-// The snapshot lists the objects changed since the previous snapshot
-// (resource.Snapshot.Changes), from the informer events: every add, delete
-// and update of an input kind, referenced or not (a change of an object the
-// previous snapshot left out may matter once it is referenced), except
-// status-only updates of Gateway API objects and updates of Namespaces
-// that keep their labels.
-func (p *Provider) Snapshot(ctx context.Context) (snap *resource.Snapshot, err error) {
-	// The changes are taken before the cache is read: an event arriving
-	// from now on is in the cache read below, or not, and in the changes
-	// of the next snapshot either way.
-	p.mu.Lock()
-	changes, since := p.changes, p.lastID
-	p.changes = nil
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if err != nil {
-			// Keep them for the next snapshot.
-			if changes != nil {
-				if p.changes == nil {
-					p.changes = resource.NewChanges(0)
-				}
-				p.changes.Merge(changes)
-			}
-			return
-		}
-		if since != 0 {
-			if changes == nil {
-				changes = resource.NewChanges(since)
-			}
-			changes.Since = since
-			snap.Changes = changes
-		}
-		p.lastID = snap.ID()
-	}()
-	s := resource.New()
-	if err := listInto(ctx, p.cache, &gwv1.GatewayClassList{}, func(o *gwv1.GatewayClass) { s.GatewayClasses[o.Name] = o }); err != nil {
-		return nil, err
-	}
-	if err := listInto(ctx, p.cache, &gwv1.GatewayList{}, func(o *gwv1.Gateway) { s.Gateways[key(o)] = o }); err != nil {
-		return nil, err
-	}
-	if err := listInto(ctx, p.cache, &gwv1.ListenerSetList{}, func(o *gwv1.ListenerSet) { s.ListenerSets[key(o)] = o }); err != nil {
-		return nil, err
-	}
-	if err := listInto(ctx, p.cache, &gwv1.HTTPRouteList{}, func(o *gwv1.HTTPRoute) { s.HTTPRoutes[key(o)] = o }); err != nil {
-		return nil, err
-	}
-	if err := listInto(ctx, p.cache, &gwv1.GRPCRouteList{}, func(o *gwv1.GRPCRoute) { s.GRPCRoutes[key(o)] = o }); err != nil {
-		return nil, err
-	}
-	if err := listInto(ctx, p.cache, &gwv1beta1.ReferenceGrantList{}, func(o *gwv1beta1.ReferenceGrant) { s.ReferenceGrants[key(o)] = o }); err != nil {
-		return nil, err
-	}
-	if err := listInto(ctx, p.cache, &corev1.NamespaceList{}, func(o *corev1.Namespace) { s.Namespaces[o.Name] = o }); err != nil {
-		return nil, err
-	}
-	r := collectRefs(s)
-	if err := listInto(ctx, p.cache, &corev1.ServiceList{}, func(o *corev1.Service) {
-		if r.services[key(o)] || isProvisioned(o) {
-			s.Services[key(o)] = o
-		}
-	}); err != nil {
-		return nil, err
-	}
-	if err := listInto(ctx, p.cache, &discoveryv1.EndpointSliceList{}, func(o *discoveryv1.EndpointSlice) {
-		if r.services[types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}] {
-			s.EndpointSlices[key(o)] = o
-		}
-	}); err != nil {
-		return nil, err
-	}
-	if err := listInto(ctx, p.cache, &corev1.SecretList{}, func(o *corev1.Secret) {
-		if r.secrets[key(o)] {
-			s.Secrets[key(o)] = o
-		}
-	}); err != nil {
-		return nil, err
-	}
-	if err := listInto(ctx, p.cache, &v1alpha1.ProxyConfigList{}, func(o *v1alpha1.ProxyConfig) { s.ProxyConfigs[key(o)] = o }); err != nil {
-		return nil, err
-	}
-	if err := listInto(ctx, p.cache, &appsv1.DeploymentList{}, func(o *appsv1.Deployment) {
-		if isProvisioned(o) {
-			s.Deployments[key(o)] = o
-		}
-	}); err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	p.refs = r
-	p.mu.Unlock()
-	return s.Build(), nil
 }
 
 // changed records that an object of an input kind changed.
@@ -283,6 +225,28 @@ func (p *Provider) changed(w watched, o client.Object) {
 		p.changes = resource.NewChanges(0)
 	}
 	p.changes.Add(w.input, key(o))
+}
+
+// refreshed records that an object of an input kind changed in a way that
+// does not matter for translation: the next snapshot holds the new
+// version, but does not list it in its Changes.
+func (p *Provider) refreshed(w watched, o client.Object) {
+	if w.input == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.refresh == nil {
+		p.refresh = map[resource.Ref]struct{}{}
+	}
+	p.refresh[resource.Ref{Kind: w.input, Key: key(o)}] = struct{}{}
+}
+
+// markSynced records that every informer synced.
+func (p *Provider) markSynced() {
+	if p.synced.CompareAndSwap(false, true) {
+		close(p.syncedC)
+	}
 }
 
 // watched is one watched kind.
@@ -358,10 +322,12 @@ func (p *Provider) handler(w watched) toolscache.ResourceEventHandler {
 				p.cfg.InfraObserve(o2)
 			}
 			if w.hasStatus && !specChanged(o1, o2) {
+				p.refreshed(w, o2)
 				p.cfg.Observe(w.kind, key(o2))
 				return
 			}
 			if w.matters != nil && !w.matters(o1, o2) {
+				p.refreshed(w, o2)
 				return
 			}
 			p.changed(w, o2)

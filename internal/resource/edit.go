@@ -1,0 +1,224 @@
+package resource
+
+import (
+	"fmt"
+	"maps"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Editor makes a new snapshot from a built one (its base) by setting and
+// deleting objects, without modifying the base: the new snapshot shares
+// with the base the map of every kind it does not change (a changed kind's
+// map is copied once, on its first change) and the EndpointSlice index of
+// every Service whose slices did not change. Building it costs the number
+// of changed objects plus one map copy per changed kind, not a rebuild of
+// the indexes.
+//
+// An Editor is not safe for concurrent use; the base may be read
+// concurrently.
+type Editor struct {
+	base, s *Snapshot
+	copied  [kindCount]bool
+	// slices lists the EndpointSlices set or deleted, with the Service
+	// the base's version belonged to.
+	slices map[Key]Key
+	done   bool
+}
+
+const kindCount = int(KindDeployment) + 1
+
+// Edit starts a snapshot from s, which must not be modified any more (it
+// is built if it was not).
+func (s *Snapshot) Edit() *Editor {
+	if !s.indexed {
+		s.Build()
+	}
+	n := *s
+	n.id, n.Changes = 0, nil
+	return &Editor{base: s, s: &n, slices: map[Key]Key{}}
+}
+
+// Set makes obj the object of kind k under key (key.Name alone for the
+// cluster-scoped GatewayClasses and Namespaces). obj must be a pointer to
+// the kind's type, named by key; a nil obj deletes.
+func (e *Editor) Set(k Kind, key Key, obj any) error {
+	if obj == nil {
+		return e.Delete(k, key)
+	}
+	if e.done {
+		panic("resource: Editor used after Snapshot")
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return fmt.Errorf("resource: %T is not an API object", obj)
+	}
+	if m.GetNamespace() != key.Namespace || m.GetName() != key.Name {
+		return fmt.Errorf("resource: %s %s/%s set under key %s", k, m.GetNamespace(), m.GetName(), key)
+	}
+	s := e.s
+	switch k {
+	case KindGatewayClass:
+		ok = put(e, k, &s.GatewayClasses, key.Name, obj)
+	case KindGateway:
+		ok = put(e, k, &s.Gateways, key, obj)
+	case KindListenerSet:
+		ok = put(e, k, &s.ListenerSets, key, obj)
+	case KindHTTPRoute:
+		ok = put(e, k, &s.HTTPRoutes, key, obj)
+	case KindGRPCRoute:
+		ok = put(e, k, &s.GRPCRoutes, key, obj)
+	case KindReferenceGrant:
+		ok = put(e, k, &s.ReferenceGrants, key, obj)
+	case KindService:
+		ok = put(e, k, &s.Services, key, obj)
+	case KindEndpointSlice:
+		if ok = put(e, k, &s.EndpointSlices, key, obj); ok {
+			e.sliceChanged(key)
+		}
+	case KindSecret:
+		ok = put(e, k, &s.Secrets, key, obj)
+	case KindNamespace:
+		ok = put(e, k, &s.Namespaces, key.Name, obj)
+	case KindProxyConfig:
+		ok = put(e, k, &s.ProxyConfigs, key, obj)
+	case KindDeployment:
+		ok = put(e, k, &s.Deployments, key, obj)
+	default:
+		return fmt.Errorf("resource: unknown kind %d", k)
+	}
+	if !ok {
+		return fmt.Errorf("resource: %T is not a %s", obj, k)
+	}
+	return nil
+}
+
+// Delete removes the object of kind k under key, if any.
+func (e *Editor) Delete(k Kind, key Key) error {
+	if e.done {
+		panic("resource: Editor used after Snapshot")
+	}
+	s := e.s
+	switch k {
+	case KindGatewayClass:
+		del(e, k, &s.GatewayClasses, key.Name)
+	case KindGateway:
+		del(e, k, &s.Gateways, key)
+	case KindListenerSet:
+		del(e, k, &s.ListenerSets, key)
+	case KindHTTPRoute:
+		del(e, k, &s.HTTPRoutes, key)
+	case KindGRPCRoute:
+		del(e, k, &s.GRPCRoutes, key)
+	case KindReferenceGrant:
+		del(e, k, &s.ReferenceGrants, key)
+	case KindService:
+		del(e, k, &s.Services, key)
+	case KindEndpointSlice:
+		if del(e, k, &s.EndpointSlices, key) {
+			e.sliceChanged(key)
+		}
+	case KindSecret:
+		del(e, k, &s.Secrets, key)
+	case KindNamespace:
+		del(e, k, &s.Namespaces, key.Name)
+	case KindProxyConfig:
+		del(e, k, &s.ProxyConfigs, key)
+	case KindDeployment:
+		del(e, k, &s.Deployments, key)
+	default:
+		return fmt.Errorf("resource: unknown kind %d", k)
+	}
+	return nil
+}
+
+// put sets (*m)[key] = obj, in the new snapshot's own copy of *m.
+func put[K comparable, V any](e *Editor, k Kind, m *map[K]V, key K, obj any) bool {
+	v, ok := obj.(V)
+	if !ok {
+		return false
+	}
+	own(e, k, m)
+	(*m)[key] = v
+	return true
+}
+
+// del deletes key; it copies the map only when key is present.
+func del[K comparable, V any](e *Editor, k Kind, m *map[K]V, key K) bool {
+	if _, ok := (*m)[key]; !ok {
+		return false
+	}
+	own(e, k, m)
+	delete(*m, key)
+	return true
+}
+
+// own gives the new snapshot its own copy of *m, the map of kind k, on
+// the first change of that kind: the base's map is never written.
+func own[K comparable, V any](e *Editor, k Kind, m *map[K]V) {
+	if e.copied[k] {
+		return
+	}
+	e.copied[k] = true
+	c := maps.Clone(*m) // copies the tables: much faster than inserting
+	if c == nil {
+		c = map[K]V{}
+	}
+	*m = c
+}
+
+// sliceChanged records that the EndpointSlice under key was set or
+// deleted, with the Service its base version belonged to.
+func (e *Editor) sliceChanged(key Key) {
+	if _, ok := e.slices[key]; ok {
+		return
+	}
+	old, _ := serviceOf(e.base.EndpointSlices[key])
+	e.slices[key] = old
+}
+
+// Snapshot returns the new snapshot, built, with a new ID and no Changes.
+// The Editor must not be used afterwards.
+func (e *Editor) Snapshot() *Snapshot {
+	if e.done {
+		panic("resource: Editor used after Snapshot")
+	}
+	e.done = true
+	s := e.s
+	s.id = snapshotIDs.Add(1)
+	if len(e.slices) == 0 {
+		return s
+	}
+	// The Services whose slices changed, and their changed slices.
+	added := map[Key][]*discoveryv1.EndpointSlice{}
+	for k, old := range e.slices {
+		if old != (Key{}) {
+			if _, ok := added[old]; !ok {
+				added[old] = nil
+			}
+		}
+		if es := s.EndpointSlices[k]; es != nil {
+			if svc, ok := serviceOf(es); ok {
+				added[svc] = append(added[svc], es)
+			}
+		}
+	}
+	idx := s.slicesByService.edit()
+	for svc, list := range added {
+		prev, _ := idx.Get(svc)
+		for _, es := range prev {
+			if _, changed := e.slices[Key{Namespace: es.Namespace, Name: es.Name}]; !changed {
+				list = append(list, es)
+			}
+		}
+		if len(list) == 0 {
+			idx.Delete(svc)
+			continue
+		}
+		sortSlices(list)
+		idx.Set(svc, list)
+	}
+	s.slicesByService = idx.Done()
+	return s
+}

@@ -1,0 +1,52 @@
+package status
+
+import (
+	"testing"
+
+	"k8s.io/utils/clock"
+
+	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+func genSnapshot(routes int) *resource.Snapshot { return gen.Snapshot(routes) }
+
+// BenchmarkPublish publishes 10,000 route statuses (and their Gateway's)
+// again with one route's status changed, as the incremental translator
+// hands them over: the others carried over with the same pointers. "all
+// new" recomputes every status (equal contents, new pointers), as a full
+// translation does: every status is compared.
+func BenchmarkPublish(b *testing.B) {
+	const n = 10_000
+	for _, bc := range []struct {
+		name   string
+		allNew bool
+	}{{"routes=10000/one-changed", false}, {"routes=10000/all-new", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			w := newWriter(Config{}, clock.RealClock{})
+			defer w.queue.ShutDown()
+			base := world(n)
+			w.Publish(base)
+			drain(w)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				var next []gatewayapi.Status
+				if bc.allNew {
+					next = world(n)
+				} else {
+					next = append([]gatewayapi.Status(nil), base...)
+				}
+				// One route's status changes generation every time.
+				next[1+n/2] = routeStatus("apps", base[1+n/2].Name, int64(i+2), "Accepted")
+				b.StartTimer()
+				w.Publish(next)
+				b.StopTimer()
+				drain(w)
+				b.StartTimer()
+			}
+		})
+	}
+}
