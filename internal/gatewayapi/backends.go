@@ -76,7 +76,7 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("backend Service %s has no port; port is required for Services", id)}
 	}
 	port := *ref.Port
-	svc := t.snap.Services[resource.Key{Namespace: ns, Name: string(ref.Name)}]
+	svc := t.snap.Services.Value(resource.Key{Namespace: ns, Name: string(ref.Name)})
 	if svc == nil {
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s does not exist", id)}
 	}

@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"maps"
 	"math/rand"
 	"reflect"
 	"testing"
@@ -82,18 +83,19 @@ func TestTranslateDoesNotModifyInput(t *testing.T) {
 	snap := gen.Snapshot(50)
 	before := deepCopySnapshot(snap)
 	Translate(snap, Options{ControllerName: gen.ControllerName, Now: testNow})
-	if !reflect.DeepEqual(before.HTTPRoutes, snap.HTTPRoutes) || !reflect.DeepEqual(before.Gateways, snap.Gateways) {
+	if !reflect.DeepEqual(maps.Collect(before.HTTPRoutes.All()), maps.Collect(snap.HTTPRoutes.All())) ||
+		!reflect.DeepEqual(maps.Collect(before.Gateways.All()), maps.Collect(snap.Gateways.All())) {
 		t.Error("Translate modified its input")
 	}
 }
 
 func deepCopySnapshot(s *resource.Snapshot) *resource.Snapshot {
 	out := resource.New()
-	for k, v := range s.HTTPRoutes {
-		out.HTTPRoutes[k] = v.DeepCopy()
+	for k, v := range s.HTTPRoutes.All() {
+		out.HTTPRoutes.Set(k, v.DeepCopy())
 	}
-	for k, v := range s.Gateways {
-		out.Gateways[k] = v.DeepCopy()
+	for k, v := range s.Gateways.All() {
+		out.Gateways.Set(k, v.DeepCopy())
 	}
 	return out
 }

@@ -106,14 +106,14 @@ func (x *Incremental) routesOnly(snap *resource.Snapshot, opts Options, a *affec
 		var rs *routeState
 		switch r.Kind {
 		case resource.KindHTTPRoute:
-			hr := snap.HTTPRoutes[r.Key]
+			hr := snap.HTTPRoutes.Value(r.Key)
 			if hr == nil {
 				continue
 			}
 			rs = newRouteState(KindHTTPRoute, &hr.ObjectMeta, hr.Spec.CommonRouteSpec, hr.Status.Parents)
 			t.compile(rs, r, hr.Spec.Hostnames, func() { t.compileHTTPRoute(rs, hr.Spec.Rules) })
 		case resource.KindGRPCRoute:
-			gr := snap.GRPCRoutes[r.Key]
+			gr := snap.GRPCRoutes.Value(r.Key)
 			if gr == nil {
 				continue
 			}

@@ -83,7 +83,7 @@ func fuzzSnapshot(listenerHost, routeHost, path, regex string, port, backendPort
 func checkResult(t *testing.T, snap *resource.Snapshot, res *Result) {
 	t.Helper()
 	for _, k := range resource.SortedKeys(snap.HTTPRoutes) {
-		r := snap.HTTPRoutes[k]
+		r := snap.HTTPRoutes.Value(k)
 		if want := hasParentOfOurs(snap, r.Namespace, r.Spec.ParentRefs); hasStatus(res, KindHTTPRoute, k.Namespace, k.Name) != want {
 			t.Errorf("HTTPRoute %s: has status = %v, want %v", k, !want, want)
 		}
@@ -128,11 +128,11 @@ func checkResult(t *testing.T, snap *resource.Snapshot, res *Result) {
 
 func hasParentOfOurs(snap *resource.Snapshot, ns string, refs []gwv1.ParentReference) bool {
 	ours := func(gwNS, name string) bool {
-		gw := snap.Gateways[resource.Key{Namespace: gwNS, Name: name}]
+		gw := snap.Gateways.Value(resource.Key{Namespace: gwNS, Name: name})
 		if gw == nil {
 			return false
 		}
-		gc := snap.GatewayClasses[string(gw.Spec.GatewayClassName)]
+		gc := snap.GatewayClasses.Value(string(gw.Spec.GatewayClassName))
 		return gc != nil && string(gc.Spec.ControllerName) == testController
 	}
 	for _, ref := range refs {
@@ -153,7 +153,7 @@ func hasParentOfOurs(snap *resource.Snapshot, ns string, refs []gwv1.ParentRefer
 				return true
 			}
 		case KindListenerSet:
-			ls := snap.ListenerSets[resource.Key{Namespace: pns, Name: string(ref.Name)}]
+			ls := snap.ListenerSets.Value(resource.Key{Namespace: pns, Name: string(ref.Name)})
 			if ls == nil {
 				continue
 			}

@@ -25,7 +25,7 @@ type classState struct {
 // Classes of other controllers get no status.
 func (t *translator) processClasses() {
 	for _, name := range resource.SortedNames(t.snap.GatewayClasses) {
-		gc := t.snap.GatewayClasses[name]
+		gc := t.snap.GatewayClasses.Value(name)
 		if gc == nil || t.opts.ControllerName == "" || string(gc.Spec.ControllerName) != t.opts.ControllerName {
 			continue
 		}
@@ -78,7 +78,7 @@ func (g *gatewayState) key() resource.Key {
 func (t *translator) processGateways() {
 	keys := t.scope.gatewayKeys(t.snap)
 	for _, k := range keys {
-		gw := t.snap.Gateways[k]
+		gw := t.snap.Gateways.Value(k)
 		if gw == nil {
 			continue
 		}
@@ -144,7 +144,7 @@ type listenerSetState struct {
 // parent is not a Gateway of ours get no status.
 func (t *translator) processListenerSets() {
 	for _, k := range t.scope.setKeys(t.snap) {
-		ls := t.snap.ListenerSets[k]
+		ls := t.snap.ListenerSets.Value(k)
 		if ls == nil {
 			continue
 		}

@@ -32,10 +32,10 @@ func at(sec int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(sec) *
 // snapshot returns a snapshot holding our GatewayClass and the objects.
 func snapshot(objs ...any) *resource.Snapshot {
 	s := resource.New()
-	s.GatewayClasses["portico"] = &gwv1.GatewayClass{
+	s.GatewayClasses.Set("portico", &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: testController},
-	}
+	})
 	for _, o := range objs {
 		add(s, o)
 	}
@@ -46,25 +46,25 @@ func add(s *resource.Snapshot, o any) {
 	key := func(m metav1.ObjectMeta) resource.Key { return resource.Key{Namespace: m.Namespace, Name: m.Name} }
 	switch v := o.(type) {
 	case *gwv1.GatewayClass:
-		s.GatewayClasses[v.Name] = v
+		s.GatewayClasses.Set(v.Name, v)
 	case *gwv1.Gateway:
-		s.Gateways[key(v.ObjectMeta)] = v
+		s.Gateways.Set(key(v.ObjectMeta), v)
 	case *gwv1.ListenerSet:
-		s.ListenerSets[key(v.ObjectMeta)] = v
+		s.ListenerSets.Set(key(v.ObjectMeta), v)
 	case *gwv1.HTTPRoute:
-		s.HTTPRoutes[key(v.ObjectMeta)] = v
+		s.HTTPRoutes.Set(key(v.ObjectMeta), v)
 	case *gwv1.GRPCRoute:
-		s.GRPCRoutes[key(v.ObjectMeta)] = v
+		s.GRPCRoutes.Set(key(v.ObjectMeta), v)
 	case *gwv1beta1.ReferenceGrant:
-		s.ReferenceGrants[key(v.ObjectMeta)] = v
+		s.ReferenceGrants.Set(key(v.ObjectMeta), v)
 	case *corev1.Service:
-		s.Services[key(v.ObjectMeta)] = v
+		s.Services.Set(key(v.ObjectMeta), v)
 	case *discoveryv1.EndpointSlice:
-		s.EndpointSlices[key(v.ObjectMeta)] = v
+		s.EndpointSlices.Set(key(v.ObjectMeta), v)
 	case *corev1.Secret:
-		s.Secrets[key(v.ObjectMeta)] = v
+		s.Secrets.Set(key(v.ObjectMeta), v)
 	case *corev1.Namespace:
-		s.Namespaces[v.Name] = v
+		s.Namespaces.Set(v.Name, v)
 	default:
 		panic("unknown object")
 	}

@@ -312,7 +312,7 @@ func (x *Incremental) classify(snap *resource.Snapshot, ch *resource.Changes) *a
 			users(c)
 			a.endpoints.add(c.Key)
 		case resource.KindEndpointSlice:
-			for _, es := range []*discoveryv1.EndpointSlice{x.snap.EndpointSlices[c.Key], snap.EndpointSlices[c.Key]} {
+			for _, es := range []*discoveryv1.EndpointSlice{x.snap.EndpointSlices.Value(c.Key), snap.EndpointSlices.Value(c.Key)} {
 				if es != nil && es.Labels[discoveryv1.LabelServiceName] != "" {
 					a.endpoints.add(resource.Key{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]})
 				}
@@ -502,7 +502,7 @@ func (x *Incremental) patchGateway(snap *resource.Snapshot, gw *ir.Gateway, svcs
 	for _, i := range idx {
 		c := gw.Clusters[i]
 		svc := resource.Key{Namespace: c.ServiceNamespace, Name: c.ServiceName}
-		eps := x.memo.clusterEndpoints(snap, c.Name, svc, servicePortName(snap.Services[svc], c.ServicePort))
+		eps := x.memo.clusterEndpoints(snap, c.Name, svc, servicePortName(snap.Services.Value(svc), c.ServicePort))
 		if slices.Equal(eps, c.Endpoints) {
 			continue
 		}

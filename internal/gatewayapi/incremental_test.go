@@ -43,7 +43,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			// As a provider lists them: the changes, and more (objects that
 			// did not change, or that do not exist).
 			c := resource.Diff(prev, snap)
-			for k := range snap.Services {
+			for k := range snap.Services.All() {
 				if rng.IntN(200) == 0 {
 					c.Add(resource.KindService, k)
 				}
@@ -66,7 +66,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 
 	// What the Incremental remembers is bounded by the world, whatever the
 	// churn: nothing of deleted objects is kept.
-	routes := len(snap.HTTPRoutes) + len(snap.GRPCRoutes)
+	routes := snap.HTTPRoutes.Len() + snap.GRPCRoutes.Len()
 	for what, n := range map[string]int{
 		"compiled routes": len(x.memo.compiled), "route states": len(x.memo.routes), "route parents": len(x.idx.routeParents),
 	} {
@@ -74,14 +74,14 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			t.Errorf("%d %s for %d routes", n, what, routes)
 		}
 	}
-	if n, max := len(x.rec.reads), routes+len(snap.Gateways)+len(snap.GatewayClasses); n > max {
+	if n, max := len(x.rec.reads), routes+snap.Gateways.Len()+snap.GatewayClasses.Len(); n > max {
 		t.Errorf("dependencies of %d objects, at most %d exist", n, max)
 	}
-	if n := len(x.memo.irs); n > len(snap.Gateways) {
-		t.Errorf("%d IR memories for %d Gateways", n, len(snap.Gateways))
+	if n := len(x.memo.irs); n > snap.Gateways.Len() {
+		t.Errorf("%d IR memories for %d Gateways", n, snap.Gateways.Len())
 	}
-	if n := len(x.memo.svcClusters); n > len(snap.Services)+len(x.idx.serviceGateways)+50 {
-		t.Errorf("endpoints of %d Services remembered, %d exist", n, len(snap.Services))
+	if n := len(x.memo.svcClusters); n > snap.Services.Len()+len(x.idx.serviceGateways)+50 {
+		t.Errorf("endpoints of %d Services remembered, %d exist", n, snap.Services.Len())
 	}
 	if modes[ModeEndpoints] == 0 || modes[ModeIncremental] == 0 || modes[ModeRoutes] == 0 {
 		t.Errorf("modes %v: want endpoints, routes and incremental translations", modes)

@@ -57,16 +57,16 @@ func newIndex() *index {
 
 // build indexes every object of snap.
 func (x *index) build(snap *resource.Snapshot) {
-	for k := range snap.HTTPRoutes {
+	for k := range snap.HTTPRoutes.All() {
 		x.updateRoute(snap, resource.Ref{Kind: resource.KindHTTPRoute, Key: k})
 	}
-	for k := range snap.GRPCRoutes {
+	for k := range snap.GRPCRoutes.All() {
 		x.updateRoute(snap, resource.Ref{Kind: resource.KindGRPCRoute, Key: k})
 	}
-	for k := range snap.ListenerSets {
+	for k := range snap.ListenerSets.All() {
 		x.updateSet(snap, k)
 	}
-	for k := range snap.Gateways {
+	for k := range snap.Gateways.All() {
 		x.updateGateway(snap, k)
 	}
 }
@@ -104,11 +104,11 @@ func routeParentRefs(ns string, refs []gwv1.ParentReference) []resource.Ref {
 func currentRouteParents(snap *resource.Snapshot, route resource.Ref) []resource.Ref {
 	switch route.Kind {
 	case resource.KindHTTPRoute:
-		if r := snap.HTTPRoutes[route.Key]; r != nil {
+		if r := snap.HTTPRoutes.Value(route.Key); r != nil {
 			return routeParentRefs(r.Namespace, r.Spec.ParentRefs)
 		}
 	case resource.KindGRPCRoute:
-		if r := snap.GRPCRoutes[route.Key]; r != nil {
+		if r := snap.GRPCRoutes.Value(route.Key); r != nil {
 			return routeParentRefs(r.Namespace, r.Spec.ParentRefs)
 		}
 	}
@@ -166,7 +166,7 @@ func (x *index) updateSet(snap *resource.Snapshot, k resource.Key) {
 		}
 		delete(x.setParent, k)
 	}
-	ls := snap.ListenerSets[k]
+	ls := snap.ListenerSets.Value(k)
 	if ls == nil {
 		return
 	}
@@ -194,7 +194,7 @@ func (x *index) updateGateway(snap *resource.Snapshot, k resource.Key) {
 		}
 		delete(x.gatewayClass, k)
 	}
-	gw := snap.Gateways[k]
+	gw := snap.Gateways.Value(k)
 	if gw == nil {
 		return
 	}

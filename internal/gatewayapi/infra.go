@@ -33,7 +33,7 @@ func (t *translator) classParams(ref *gwv1.ParametersReference) (*v1alpha1.Proxy
 		return nil, &problem{string(gwv1.GatewayClassReasonInvalidParameters), what + " needs a namespace: ProxyConfig is namespaced"}
 	}
 	t.read(resource.KindProxyConfig, resource.Key{Namespace: string(*ref.Namespace), Name: ref.Name})
-	pc := t.snap.ProxyConfigs[resource.Key{Namespace: string(*ref.Namespace), Name: ref.Name}]
+	pc := t.snap.ProxyConfigs.Value(resource.Key{Namespace: string(*ref.Namespace), Name: ref.Name})
 	if pc == nil {
 		return nil, &problem{string(gwv1.GatewayClassReasonInvalidParameters),
 			fmt.Sprintf("%s: ProxyConfig %s/%s does not exist", what, *ref.Namespace, ref.Name)}
@@ -49,7 +49,7 @@ func (t *translator) gatewayParams(gw *gwv1.Gateway) (*v1alpha1.ProxyConfigSpec,
 		return nil, &problem{string(gwv1.GatewayReasonInvalidParameters), what + " is not supported: Portico takes a portico.dev ProxyConfig"}
 	}
 	t.read(resource.KindProxyConfig, resource.Key{Namespace: gw.Namespace, Name: ref.Name})
-	pc := t.snap.ProxyConfigs[resource.Key{Namespace: gw.Namespace, Name: ref.Name}]
+	pc := t.snap.ProxyConfigs.Value(resource.Key{Namespace: gw.Namespace, Name: ref.Name})
 	if pc == nil {
 		return nil, &problem{string(gwv1.GatewayReasonInvalidParameters),
 			fmt.Sprintf("%s: ProxyConfig %s/%s does not exist", what, gw.Namespace, ref.Name)}
@@ -66,9 +66,9 @@ func (t *translator) proxyReadiness(g *gatewayState) ([]gwv1.GatewayStatusAddres
 	k := resource.Key{Namespace: g.obj.Namespace, Name: name}
 	t.read(resource.KindService, k)
 	t.read(resource.KindDeployment, k)
-	svc := t.snap.Services[k]
+	svc := t.snap.Services.Value(k)
 	addrs := serviceAddresses(svc, g.proxy != nil && g.proxy.Service.AddressFromClusterIP)
-	dep := t.snap.Deployments[k]
+	dep := t.snap.Deployments.Value(k)
 	switch {
 	case dep == nil:
 		return addrs, &problem{string(gwv1.GatewayReasonPending), fmt.Sprintf("waiting for the Envoy Deployment %s/%s to be created", k.Namespace, name)}

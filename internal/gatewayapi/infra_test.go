@@ -15,10 +15,10 @@ import (
 
 func infraSnapshot(dep *appsv1.Deployment, svc *corev1.Service, pc *v1alpha1.ProxyConfig) *resource.Snapshot {
 	s := resource.New()
-	s.GatewayClasses["portico"] = &gwv1.GatewayClass{
+	s.GatewayClasses.Set("portico", &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico"},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: DefaultControllerName},
-	}
+	})
 	gw := &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "edge", Generation: 1},
 		Spec: gwv1.GatewaySpec{GatewayClassName: "portico", Listeners: []gwv1.Listener{
@@ -26,17 +26,17 @@ func infraSnapshot(dep *appsv1.Deployment, svc *corev1.Service, pc *v1alpha1.Pro
 		}},
 	}
 	if pc != nil {
-		s.ProxyConfigs[resource.Key{Namespace: "ns", Name: pc.Name}] = pc
+		s.ProxyConfigs.Set(resource.Key{Namespace: "ns", Name: pc.Name}, pc)
 		gw.Spec.Infrastructure = &gwv1.GatewayInfrastructure{ParametersRef: &gwv1.LocalParametersReference{
 			Group: "portico.dev", Kind: "ProxyConfig", Name: pc.Name,
 		}}
 	}
-	s.Gateways[resource.Key{Namespace: "ns", Name: "edge"}] = gw
+	s.Gateways.Set(resource.Key{Namespace: "ns", Name: "edge"}, gw)
 	if dep != nil {
-		s.Deployments[resource.Key{Namespace: "ns", Name: "portico-edge"}] = dep
+		s.Deployments.Set(resource.Key{Namespace: "ns", Name: "portico-edge"}, dep)
 	}
 	if svc != nil {
-		s.Services[resource.Key{Namespace: "ns", Name: "portico-edge"}] = svc
+		s.Services.Set(resource.Key{Namespace: "ns", Name: "portico-edge"}, svc)
 	}
 	return s.Build()
 }

@@ -271,7 +271,7 @@ func (t *translator) resolveCertificate(ref gwv1.SecretObjectReference, from obj
 		}
 		return id, nil
 	}
-	sec := t.snap.Secrets[resource.Key{Namespace: ns, Name: string(ref.Name)}]
+	sec := t.snap.Secrets.Value(resource.Key{Namespace: ns, Name: string(ref.Name)})
 	entry := secretEntry{}
 	switch {
 	case sec == nil:

@@ -22,7 +22,7 @@ type grantIndex map[string][]*gwv1beta1.ReferenceGrant
 func newGrantIndex(snap *resource.Snapshot) grantIndex {
 	idx := grantIndex{}
 	for _, k := range resource.SortedKeys(snap.ReferenceGrants) {
-		if g := snap.ReferenceGrants[k]; g != nil {
+		if g := snap.ReferenceGrants.Value(k); g != nil {
 			idx[g.Namespace] = append(idx[g.Namespace], g)
 		}
 	}
@@ -74,7 +74,7 @@ func (t *translator) namespaceLabels(name string) labels.Set {
 		return set
 	}
 	set := labels.Set{}
-	if ns := t.snap.Namespaces[name]; ns != nil {
+	if ns := t.snap.Namespaces.Value(name); ns != nil {
 		for k, v := range ns.Labels {
 			set[k] = v
 		}

@@ -32,11 +32,11 @@ func TestResolvedRefsMessageDeduplicated(t *testing.T) {
 // a leading "/" (golden case 03).
 func TestCoreGroupKindInMessages(t *testing.T) {
 	s := resource.New()
-	s.GatewayClasses["portico"] = &gwv1.GatewayClass{
+	s.GatewayClasses.Set("portico", &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
 		Spec: gwv1.GatewayClassSpec{ControllerName: testController,
 			ParametersRef: &gwv1.ParametersReference{Group: "", Kind: "ConfigMap", Name: "cfg", Namespace: ptr(gwv1.Namespace("infra"))}},
-	}
+	})
 	res := Translate(s.Build(), Options{ControllerName: testController, Now: testNow})
 	c := cond(t, status(t, res, KindGatewayClass, "", "portico").GatewayClass.Conditions, string(gwv1.GatewayClassConditionStatusAccepted))
 	if !strings.Contains(c.Message, `parametersRef ConfigMap "cfg"`) {
@@ -78,13 +78,13 @@ func TestRouteOfRejectedGateway(t *testing.T) {
 // TestNilEndpointSlice: a nil entry in the snapshot is skipped.
 func TestNilEndpointSlice(t *testing.T) {
 	s := resource.New()
-	s.EndpointSlices[resource.Key{Namespace: "infra", Name: "nil"}] = (*discoveryv1.EndpointSlice)(nil)
+	s.EndpointSlices.Set(resource.Key{Namespace: "infra", Name: "nil"}, (*discoveryv1.EndpointSlice)(nil))
 	add(s, gateway("infra", "gw", httpL("http", 80, "")))
 	add(s, httpRoute("infra", "r", []gwv1.ParentReference{parent("gw")}, nil, simpleRule()))
 	add(s, service("infra", "web", 80))
 	add(s, slice("infra", "web", "web-1", 8080, "10.0.0.1"))
-	s.GatewayClasses["portico"] = &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "portico"}, Spec: gwv1.GatewayClassSpec{ControllerName: testController}}
+	s.GatewayClasses.Set("portico", &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico"}, Spec: gwv1.GatewayClassSpec{ControllerName: testController}})
 	res := Translate(s.Build(), Options{ControllerName: testController, Now: testNow})
 	g := irGateway(t, res, "infra", "gw")
 	if len(g.Clusters) != 1 || len(g.Clusters[0].Endpoints) != 1 {

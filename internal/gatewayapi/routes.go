@@ -77,7 +77,7 @@ func (r *routeState) ns() string { return r.meta.Namespace }
 func (t *translator) processRoutes() {
 	httpKeys, grpcKeys := t.scope.routeKeys(t.snap)
 	for _, k := range httpKeys {
-		r := t.snap.HTTPRoutes[k]
+		r := t.snap.HTTPRoutes.Value(k)
 		if r == nil {
 			continue
 		}
@@ -88,7 +88,7 @@ func (t *translator) processRoutes() {
 		t.routes = append(t.routes, rs)
 	}
 	for _, k := range grpcKeys {
-		r := t.snap.GRPCRoutes[k]
+		r := t.snap.GRPCRoutes.Value(k)
 		if r == nil {
 			continue
 		}

@@ -141,7 +141,7 @@ func newStepper(t *testing.T, cfg Config, cost time.Duration) *stepper {
 
 // genOf is the generation of the snapshot's only Gateway.
 func genOf(snap *resource.Snapshot) int64 {
-	for _, gw := range snap.Gateways {
+	for _, gw := range snap.Gateways.All() {
 		return gw.Generation
 	}
 	return 0

@@ -72,7 +72,7 @@ func snapshot(gen int64, gateways ...string) *resource.Snapshot {
 		ns, name, _ := strings.Cut(g, "/")
 		gw := &gwv1.Gateway{}
 		gw.Namespace, gw.Name, gw.Generation = ns, name, gen
-		s.Gateways[resource.Key{Namespace: ns, Name: name}] = gw
+		s.Gateways.Set(resource.Key{Namespace: ns, Name: name}, gw)
 	}
 	return s.Build()
 }
@@ -92,7 +92,7 @@ func install(p *Pipeline) *fake {
 		f.translated <- snap
 		res := &gatewayapi.Result{}
 		for _, k := range resource.SortedKeys(snap.Gateways) {
-			gw := snap.Gateways[k]
+			gw := snap.Gateways.Value(k)
 			f.mu.Lock()
 			f.gen = gw.Generation
 			f.mu.Unlock()

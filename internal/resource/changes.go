@@ -93,7 +93,10 @@ var snapshotIDs atomic.Uint64
 // Diff lists the objects that differ between old and cur. Two objects are
 // the same when they are the same pointer, or when both have the same UID
 // and the same non-empty resourceVersion (objects read from the API server
-// at the same version). The result is relative to old.ID().
+// at the same version). The result is relative to old.ID(). The parts of
+// the maps the two snapshots share (cur made from old with Edit, or the
+// reverse) are not compared, so the cost is about the number of objects
+// changed, not the size of the snapshots.
 func Diff(old, cur *Snapshot) *Changes {
 	c := NewChanges(old.ID())
 	diffNames(c, KindGatewayClass, old.GatewayClasses, cur.GatewayClasses)
@@ -131,28 +134,10 @@ func SameObject[T object](a, b T) bool {
 	return rv != "" && rv == b.GetResourceVersion() && a.GetUID() == b.GetUID()
 }
 
-func diffKeys[T object](c *Changes, kind Kind, old, cur map[Key]T) {
-	for k, v := range cur {
-		if o, ok := old[k]; !ok || !SameObject(o, v) {
-			c.Add(kind, k)
-		}
-	}
-	for k := range old {
-		if _, ok := cur[k]; !ok {
-			c.Add(kind, k)
-		}
-	}
+func diffKeys[T object](c *Changes, kind Kind, old, cur Map[Key, T]) {
+	DiffMaps(old, cur, SameObject[T], func(k Key) { c.Add(kind, k) })
 }
 
-func diffNames[T object](c *Changes, kind Kind, old, cur map[string]T) {
-	for k, v := range cur {
-		if o, ok := old[k]; !ok || !SameObject(o, v) {
-			c.Add(kind, Key{Name: k})
-		}
-	}
-	for k := range old {
-		if _, ok := cur[k]; !ok {
-			c.Add(kind, Key{Name: k})
-		}
-	}
+func diffNames[T object](c *Changes, kind Kind, old, cur Map[string, T]) {
+	DiffMaps(old, cur, SameObject[T], func(k string) { c.Add(kind, Key{Name: k}) })
 }

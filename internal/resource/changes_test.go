@@ -15,20 +15,20 @@ func TestDiff(t *testing.T) {
 	}
 	old := New()
 	same := route("same", "")
-	old.HTTPRoutes[Key{Namespace: "ns", Name: "same"}] = same
-	old.HTTPRoutes[Key{Namespace: "ns", Name: "copied"}] = route("copied", "7")
-	old.HTTPRoutes[Key{Namespace: "ns", Name: "edited"}] = route("edited", "7")
-	old.HTTPRoutes[Key{Namespace: "ns", Name: "unversioned"}] = route("unversioned", "")
-	old.HTTPRoutes[Key{Namespace: "ns", Name: "gone"}] = route("gone", "1")
-	old.Namespaces["team"] = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	old.HTTPRoutes.Set(Key{Namespace: "ns", Name: "same"}, same)
+	old.HTTPRoutes.Set(Key{Namespace: "ns", Name: "copied"}, route("copied", "7"))
+	old.HTTPRoutes.Set(Key{Namespace: "ns", Name: "edited"}, route("edited", "7"))
+	old.HTTPRoutes.Set(Key{Namespace: "ns", Name: "unversioned"}, route("unversioned", ""))
+	old.HTTPRoutes.Set(Key{Namespace: "ns", Name: "gone"}, route("gone", "1"))
+	old.Namespaces.Set("team", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}})
 	old.Build()
 
 	cur := New()
-	cur.HTTPRoutes[Key{Namespace: "ns", Name: "same"}] = same
-	cur.HTTPRoutes[Key{Namespace: "ns", Name: "copied"}] = route("copied", "7") // another copy, same version
-	cur.HTTPRoutes[Key{Namespace: "ns", Name: "edited"}] = route("edited", "8")
-	cur.HTTPRoutes[Key{Namespace: "ns", Name: "unversioned"}] = route("unversioned", "")
-	cur.HTTPRoutes[Key{Namespace: "ns", Name: "new"}] = route("new", "1")
+	cur.HTTPRoutes.Set(Key{Namespace: "ns", Name: "same"}, same)
+	cur.HTTPRoutes.Set(Key{Namespace: "ns", Name: "copied"}, route("copied", "7")) // another copy, same version
+	cur.HTTPRoutes.Set(Key{Namespace: "ns", Name: "edited"}, route("edited", "8"))
+	cur.HTTPRoutes.Set(Key{Namespace: "ns", Name: "unversioned"}, route("unversioned", ""))
+	cur.HTTPRoutes.Set(Key{Namespace: "ns", Name: "new"}, route("new", "1"))
 	cur.Build()
 
 	c := Diff(old, cur)

@@ -2,41 +2,37 @@ package resource
 
 import (
 	"fmt"
-	"maps"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Editor makes a new snapshot from a built one (its base) by setting and
-// deleting objects, without modifying the base: the new snapshot shares
-// with the base the map of every kind it does not change (a changed kind's
-// map is copied once, on its first change) and the EndpointSlice index of
-// every Service whose slices did not change. Building it costs the number
-// of changed objects plus one map copy per changed kind, not a rebuild of
-// the indexes.
+// deleting objects, without modifying the base: the new snapshot's maps
+// share with the base's everything but the paths to the changed entries
+// (see Map), and its EndpointSlice index shares the lists of every Service
+// whose slices did not change. Building it costs O(log n) per changed
+// object, not a copy of the maps or a rebuild of the indexes.
 //
 // An Editor is not safe for concurrent use; the base may be read
 // concurrently.
 type Editor struct {
 	base, s *Snapshot
-	copied  [kindCount]bool
 	// slices lists the EndpointSlices set or deleted, with the Service
 	// the base's version belonged to.
 	slices map[Key]Key
 	done   bool
 }
 
-const kindCount = int(KindDeployment) + 1
-
 // Edit starts a snapshot from s, which must not be modified any more (it
-// is built if it was not).
+// is built if it was not: its maps are frozen).
 func (s *Snapshot) Edit() *Editor {
 	if !s.indexed {
 		s.Build()
 	}
 	n := *s
 	n.id, n.Changes = 0, nil
+	n.freeze() // changes copy what they change, even if s was changed after Build
 	return &Editor{base: s, s: &n, slices: map[Key]Key{}}
 }
 
@@ -60,31 +56,31 @@ func (e *Editor) Set(k Kind, key Key, obj any) error {
 	s := e.s
 	switch k {
 	case KindGatewayClass:
-		ok = put(e, k, &s.GatewayClasses, key.Name, obj)
+		ok = put(&s.GatewayClasses, key.Name, obj)
 	case KindGateway:
-		ok = put(e, k, &s.Gateways, key, obj)
+		ok = put(&s.Gateways, key, obj)
 	case KindListenerSet:
-		ok = put(e, k, &s.ListenerSets, key, obj)
+		ok = put(&s.ListenerSets, key, obj)
 	case KindHTTPRoute:
-		ok = put(e, k, &s.HTTPRoutes, key, obj)
+		ok = put(&s.HTTPRoutes, key, obj)
 	case KindGRPCRoute:
-		ok = put(e, k, &s.GRPCRoutes, key, obj)
+		ok = put(&s.GRPCRoutes, key, obj)
 	case KindReferenceGrant:
-		ok = put(e, k, &s.ReferenceGrants, key, obj)
+		ok = put(&s.ReferenceGrants, key, obj)
 	case KindService:
-		ok = put(e, k, &s.Services, key, obj)
+		ok = put(&s.Services, key, obj)
 	case KindEndpointSlice:
-		if ok = put(e, k, &s.EndpointSlices, key, obj); ok {
+		if ok = put(&s.EndpointSlices, key, obj); ok {
 			e.sliceChanged(key)
 		}
 	case KindSecret:
-		ok = put(e, k, &s.Secrets, key, obj)
+		ok = put(&s.Secrets, key, obj)
 	case KindNamespace:
-		ok = put(e, k, &s.Namespaces, key.Name, obj)
+		ok = put(&s.Namespaces, key.Name, obj)
 	case KindProxyConfig:
-		ok = put(e, k, &s.ProxyConfigs, key, obj)
+		ok = put(&s.ProxyConfigs, key, obj)
 	case KindDeployment:
-		ok = put(e, k, &s.Deployments, key, obj)
+		ok = put(&s.Deployments, key, obj)
 	default:
 		return fmt.Errorf("resource: unknown kind %d", k)
 	}
@@ -102,70 +98,55 @@ func (e *Editor) Delete(k Kind, key Key) error {
 	s := e.s
 	switch k {
 	case KindGatewayClass:
-		del(e, k, &s.GatewayClasses, key.Name)
+		del(&s.GatewayClasses, key.Name)
 	case KindGateway:
-		del(e, k, &s.Gateways, key)
+		del(&s.Gateways, key)
 	case KindListenerSet:
-		del(e, k, &s.ListenerSets, key)
+		del(&s.ListenerSets, key)
 	case KindHTTPRoute:
-		del(e, k, &s.HTTPRoutes, key)
+		del(&s.HTTPRoutes, key)
 	case KindGRPCRoute:
-		del(e, k, &s.GRPCRoutes, key)
+		del(&s.GRPCRoutes, key)
 	case KindReferenceGrant:
-		del(e, k, &s.ReferenceGrants, key)
+		del(&s.ReferenceGrants, key)
 	case KindService:
-		del(e, k, &s.Services, key)
+		del(&s.Services, key)
 	case KindEndpointSlice:
-		if del(e, k, &s.EndpointSlices, key) {
+		if del(&s.EndpointSlices, key) {
 			e.sliceChanged(key)
 		}
 	case KindSecret:
-		del(e, k, &s.Secrets, key)
+		del(&s.Secrets, key)
 	case KindNamespace:
-		del(e, k, &s.Namespaces, key.Name)
+		del(&s.Namespaces, key.Name)
 	case KindProxyConfig:
-		del(e, k, &s.ProxyConfigs, key)
+		del(&s.ProxyConfigs, key)
 	case KindDeployment:
-		del(e, k, &s.Deployments, key)
+		del(&s.Deployments, key)
 	default:
 		return fmt.Errorf("resource: unknown kind %d", k)
 	}
 	return nil
 }
 
-// put sets (*m)[key] = obj, in the new snapshot's own copy of *m.
-func put[K comparable, V any](e *Editor, k Kind, m *map[K]V, key K, obj any) bool {
+// put sets m[key] = obj in the new snapshot's map m (frozen in the base,
+// so the base's version is not modified).
+func put[K comparable, V any](m *Map[K, V], key K, obj any) bool {
 	v, ok := obj.(V)
 	if !ok {
 		return false
 	}
-	own(e, k, m)
-	(*m)[key] = v
+	m.Set(key, v)
 	return true
 }
 
-// del deletes key; it copies the map only when key is present.
-func del[K comparable, V any](e *Editor, k Kind, m *map[K]V, key K) bool {
-	if _, ok := (*m)[key]; !ok {
+// del deletes key from m, reporting whether it was present.
+func del[K comparable, V any](m *Map[K, V], key K) bool {
+	if !m.Has(key) {
 		return false
 	}
-	own(e, k, m)
-	delete(*m, key)
+	m.Delete(key)
 	return true
-}
-
-// own gives the new snapshot its own copy of *m, the map of kind k, on
-// the first change of that kind: the base's map is never written.
-func own[K comparable, V any](e *Editor, k Kind, m *map[K]V) {
-	if e.copied[k] {
-		return
-	}
-	e.copied[k] = true
-	c := maps.Clone(*m) // copies the tables: much faster than inserting
-	if c == nil {
-		c = map[K]V{}
-	}
-	*m = c
 }
 
 // sliceChanged records that the EndpointSlice under key was set or
@@ -174,7 +155,7 @@ func (e *Editor) sliceChanged(key Key) {
 	if _, ok := e.slices[key]; ok {
 		return
 	}
-	old, _ := serviceOf(e.base.EndpointSlices[key])
+	old, _ := serviceOf(e.base.EndpointSlices.Value(key))
 	e.slices[key] = old
 }
 
@@ -187,6 +168,7 @@ func (e *Editor) Snapshot() *Snapshot {
 	e.done = true
 	s := e.s
 	s.id = snapshotIDs.Add(1)
+	s.freeze()
 	if len(e.slices) == 0 {
 		return s
 	}
@@ -198,7 +180,7 @@ func (e *Editor) Snapshot() *Snapshot {
 				added[old] = nil
 			}
 		}
-		if es := s.EndpointSlices[k]; es != nil {
+		if es := s.EndpointSlices.Value(k); es != nil {
 			if svc, ok := serviceOf(es); ok {
 				added[svc] = append(added[svc], es)
 			}

@@ -25,8 +25,8 @@ type fingerprint struct {
 
 func fingerprintOf(s *Snapshot) fingerprint {
 	f := fingerprint{
-		routes: maps.Clone(s.HTTPRoutes), slices: maps.Clone(s.EndpointSlices),
-		ns: maps.Clone(s.Namespaces), classes: maps.Clone(s.GatewayClasses),
+		routes: maps.Collect(s.HTTPRoutes.All()), slices: maps.Collect(s.EndpointSlices.All()),
+		ns: maps.Collect(s.Namespaces.All()), classes: maps.Collect(s.GatewayClasses.All()),
 		index: map[Key][]*discoveryv1.EndpointSlice{},
 	}
 	s.slicesByService.Range(func(k Key, v []*discoveryv1.EndpointSlice) bool {
@@ -57,7 +57,12 @@ func (f fingerprint) equal(g fingerprint) error {
 // objects; earlier snapshots must stay as they were.
 func TestEditorMatchesBuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	model := New() // the objects, as plain maps
+	// The objects, as plain maps.
+	model := struct {
+		HTTPRoutes     map[Key]*gwv1.HTTPRoute
+		EndpointSlices map[Key]*discoveryv1.EndpointSlice
+		Namespaces     map[string]*corev1.Namespace
+	}{map[Key]*gwv1.HTTPRoute{}, map[Key]*discoveryv1.EndpointSlice{}, map[string]*corev1.Namespace{}}
 	cur := New().Build()
 	type version struct {
 		s *Snapshot
@@ -117,7 +122,7 @@ func TestEditorMatchesBuild(t *testing.T) {
 			t.Fatalf("step %d: ID %d (base %d), Changes %v", step, next.ID(), cur.ID(), next.Changes)
 		}
 		want := New()
-		want.HTTPRoutes, want.EndpointSlices, want.Namespaces = maps.Clone(model.HTTPRoutes), maps.Clone(model.EndpointSlices), maps.Clone(model.Namespaces)
+		want.HTTPRoutes, want.EndpointSlices, want.Namespaces = MapOf(model.HTTPRoutes), MapOf(model.EndpointSlices), MapOf(model.Namespaces)
 		if err := fingerprintOf(next).equal(fingerprintOf(want.Build())); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
@@ -132,11 +137,15 @@ func TestEditorMatchesBuild(t *testing.T) {
 }
 
 // TestEditorSharesUnchangedKinds: kinds without changes keep the base's
-// maps; a changed kind gets its own; the base never changes.
+// maps; a changed kind gets its own, sharing all but the changed path; the
+// base never changes.
 func TestEditorSharesUnchangedKinds(t *testing.T) {
 	base := New()
 	r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r"}}
-	base.HTTPRoutes[Key{Namespace: "ns", Name: "r"}] = r
+	base.HTTPRoutes.Set(Key{Namespace: "ns", Name: "r"}, r)
+	for i := range 1000 {
+		base.Gateways.Set(Key{Namespace: "ns", Name: fmt.Sprint(i)}, &gwv1.Gateway{})
+	}
 	base.Build()
 	e := base.Edit()
 	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gw"}}
@@ -148,15 +157,54 @@ func TestEditorSharesUnchangedKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := e.Snapshot()
-	if len(base.Gateways) != 0 || len(next.Gateways) != 1 {
-		t.Errorf("Gateways: base %d, next %d", len(base.Gateways), len(next.Gateways))
+	if base.Gateways.Len() != 1000 || next.Gateways.Len() != 1001 || base.Gateways.Has(Key{Namespace: "ns", Name: "gw"}) {
+		t.Errorf("Gateways: base %d, next %d", base.Gateways.Len(), next.Gateways.Len())
 	}
-	same := func(a, b any) bool { return fmt.Sprintf("%p", a) == fmt.Sprintf("%p", b) }
-	if !same(base.HTTPRoutes, next.HTTPRoutes) || !same(base.Secrets, next.Secrets) {
+	if base.HTTPRoutes.e.m.root != next.HTTPRoutes.e.m.root || base.Secrets.e.m.root != next.Secrets.e.m.root {
 		t.Error("unchanged kinds were copied")
 	}
-	if same(base.Gateways, next.Gateways) {
-		t.Error("changed kind shares the base's map")
+	if base.Gateways.e.m.root == next.Gateways.e.m.root {
+		t.Error("changed kind shares the base's root")
+	}
+	// Of the root's 32 slots, one changed.
+	shared := 0
+	for i, s := range next.Gateways.e.m.root.slots {
+		if s.node != nil && s.node == base.Gateways.e.m.root.slots[i].node {
+			shared++
+		}
+	}
+	if shared != len(next.Gateways.e.m.root.slots)-1 {
+		t.Errorf("%d of %d root slots shared with the base", shared, len(next.Gateways.e.m.root.slots))
+	}
+	if next.HTTPRoutes.e.token != nil || next.Gateways.e.token != nil {
+		t.Error("maps of the new snapshot not frozen")
+	}
+}
+
+// TestEditOneObjectAllocs: an edit of one object of a kind with 10,000
+// objects costs a few allocations (a path of the trie), not a map copy.
+func TestEditOneObjectAllocs(t *testing.T) {
+	base := New()
+	for i := range 10000 {
+		k := Key{Namespace: fmt.Sprintf("ns%d", i%10), Name: fmt.Sprintf("r%d", i)}
+		base.HTTPRoutes.Set(k, &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}})
+	}
+	base.Build()
+	r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "ns7", Name: "r7"}}
+	allocs := testing.AllocsPerRun(50, func() {
+		e := base.Edit()
+		if err := e.Set(KindHTTPRoute, Key{Namespace: "ns7", Name: "r7"}, r); err != nil {
+			t.Fatal(err)
+		}
+		e.Snapshot()
+	})
+	// The Editor, its snapshot and slice map, the token, and per level
+	// of the trie (about 3) a node, its slots and an entry slice.
+	if allocs > 20 {
+		t.Errorf("one-object edit of 10,000: %.0f allocations", allocs)
+	}
+	if base.HTTPRoutes.Value(Key{Namespace: "ns7", Name: "r7"}) == r {
+		t.Error("base changed")
 	}
 }
 

@@ -124,8 +124,9 @@ func IsManifest(path string) bool {
 	return false
 }
 
-// AddYAML decodes a multi-document YAML stream into the snapshot. file is
-// used in messages only.
+// AddYAML decodes a multi-document YAML stream into the snapshot, which
+// must not be shared yet (call Build afterwards). file is used in messages
+// only.
 func (s *Snapshot) AddYAML(file string, data []byte) ([]Warning, error) {
 	reader := utilyaml.NewYAMLReader(bufioReader(data))
 	var warnings []Warning
@@ -200,21 +201,21 @@ func (s *Snapshot) addDocument(doc []byte) (string, error) {
 	case gv.Group == "" && gv.Version == "v1":
 		switch tm.Kind {
 		case "Service":
-			return "", decodeInto(doc, s.Services, &corev1.Service{}, true)
+			return "", decodeInto(doc, &s.Services, &corev1.Service{}, true)
 		case "Secret":
-			return "", decodeInto(doc, s.Secrets, &corev1.Secret{}, true)
+			return "", decodeInto(doc, &s.Secrets, &corev1.Secret{}, true)
 		case "Namespace":
 			ns := &corev1.Namespace{}
 			if err := yaml.UnmarshalStrict(doc, ns); err != nil {
 				return "", err
 			}
-			s.Namespaces[ns.Name] = ns
+			s.Namespaces.Set(ns.Name, ns)
 			return "", nil
 		}
 	case gv.Group == discoveryv1.GroupName && gv.Version == "v1" && tm.Kind == "EndpointSlice":
-		return "", decodeInto(doc, s.EndpointSlices, &discoveryv1.EndpointSlice{}, true)
+		return "", decodeInto(doc, &s.EndpointSlices, &discoveryv1.EndpointSlice{}, true)
 	case gv == v1alpha1.GroupVersion.WithKind(v1alpha1.Kind):
-		return "", decodeInto(doc, s.ProxyConfigs, &v1alpha1.ProxyConfig{}, true)
+		return "", decodeInto(doc, &s.ProxyConfigs, &v1alpha1.ProxyConfig{}, true)
 	}
 	return fmt.Sprintf("unknown kind %s %q, skipped", tm.APIVersion+"/"+tm.Kind, tm.Metadata.Name), nil
 }
@@ -243,18 +244,18 @@ func (s *Snapshot) addGatewayAPI(version, kind string, doc []byte) (string, erro
 		if err := yaml.UnmarshalStrict(doc, gc); err != nil {
 			return "", err
 		}
-		s.GatewayClasses[gc.Name] = gc
+		s.GatewayClasses.Set(gc.Name, gc)
 		return "", nil
 	case "Gateway":
-		return "", decodeInto(doc, s.Gateways, &gwv1.Gateway{}, true)
+		return "", decodeInto(doc, &s.Gateways, &gwv1.Gateway{}, true)
 	case "ListenerSet":
-		return "", decodeInto(doc, s.ListenerSets, &gwv1.ListenerSet{}, true)
+		return "", decodeInto(doc, &s.ListenerSets, &gwv1.ListenerSet{}, true)
 	case "HTTPRoute":
-		return "", decodeInto(doc, s.HTTPRoutes, &gwv1.HTTPRoute{}, true)
+		return "", decodeInto(doc, &s.HTTPRoutes, &gwv1.HTTPRoute{}, true)
 	case "GRPCRoute":
-		return "", decodeInto(doc, s.GRPCRoutes, &gwv1.GRPCRoute{}, true)
+		return "", decodeInto(doc, &s.GRPCRoutes, &gwv1.GRPCRoute{}, true)
 	default: // ReferenceGrant
-		return "", decodeInto(doc, s.ReferenceGrants, &gwv1beta1.ReferenceGrant{}, true)
+		return "", decodeInto(doc, &s.ReferenceGrants, &gwv1beta1.ReferenceGrant{}, true)
 	}
 }
 
@@ -267,14 +268,14 @@ type namespaced interface {
 
 // decodeInto strictly decodes doc into obj and stores it in m; objects with
 // no namespace are put in "default", as kubectl would.
-func decodeInto[T namespaced](doc []byte, m map[Key]T, obj T, defaultNS bool) error {
+func decodeInto[T namespaced](doc []byte, m *Map[Key, T], obj T, defaultNS bool) error {
 	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
 		return err
 	}
 	if obj.GetNamespace() == "" && defaultNS {
 		obj.SetNamespace(metav1.NamespaceDefault)
 	}
-	m[Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}] = obj
+	m.Set(Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, obj)
 	return nil
 }
 

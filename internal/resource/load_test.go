@@ -66,11 +66,11 @@ func TestLoadMultiDocumentAndUnknownKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.Gateways[types.NamespacedName{Namespace: "infra", Name: "gw"}]; !ok {
-		t.Errorf("gateway infra/gw not loaded: %v", s.Gateways)
+	if !s.Gateways.Has(types.NamespacedName{Namespace: "infra", Name: "gw"}) {
+		t.Errorf("gateway infra/gw not loaded: %v", SortedKeys(s.Gateways))
 	}
-	if _, ok := s.Services[types.NamespacedName{Namespace: "default", Name: "web"}]; !ok {
-		t.Errorf("service without namespace must land in default: %v", s.Services)
+	if !s.Services.Has(types.NamespacedName{Namespace: "default", Name: "web"}) {
+		t.Errorf("service without namespace must land in default: %v", SortedKeys(s.Services))
 	}
 	if got := s.EndpointSlicesFor(types.NamespacedName{Namespace: "default", Name: "web"}); len(got) != 1 {
 		t.Errorf("EndpointSlicesFor(default/web) = %d slices, want 1", len(got))
@@ -102,8 +102,8 @@ spec: {controllerName: portico.dev/gateway-controller}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.HTTPRoutes) != 1 || len(s.GatewayClasses) != 1 {
-		t.Errorf("got %d routes, %d classes; want 1 and 1", len(s.HTTPRoutes), len(s.GatewayClasses))
+	if s.HTTPRoutes.Len() != 1 || s.GatewayClasses.Len() != 1 {
+		t.Errorf("got %d routes, %d classes; want 1 and 1", s.HTTPRoutes.Len(), s.GatewayClasses.Len())
 	}
 }
 
@@ -152,8 +152,8 @@ items:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Namespaces["team-a"] == nil || s.Namespaces["team-a"].Labels["team"] != "a" {
-		t.Errorf("namespace from List not loaded: %v", s.Namespaces)
+	if ns := s.Namespaces.Value("team-a"); ns == nil || ns.Labels["team"] != "a" {
+		t.Errorf("namespace from List not loaded: %v", SortedNames(s.Namespaces))
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0].Message, "item 1") {
 		t.Errorf("warnings = %v, want one for item 1 (ConfigMap)", warnings)

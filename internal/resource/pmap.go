@@ -3,6 +3,7 @@ package resource
 import (
 	"hash/maphash"
 	"math/bits"
+	"slices"
 )
 
 // pmap is a persistent (immutable) hash map: a hash array mapped trie with
@@ -92,20 +93,92 @@ func (m pmap[K, V]) Range(f func(K, V) bool) {
 
 func (n *pnode[K, V]) each(f func(K, V) bool) bool {
 	for i := range n.slots {
-		s := &n.slots[i]
-		if s.node != nil {
-			if !s.node.each(f) {
-				return false
-			}
-			continue
-		}
-		for _, e := range s.entries {
-			if !f(e.key, e.val) {
-				return false
-			}
+		if !n.slots[i].each(f) {
+			return false
 		}
 	}
 	return true
+}
+
+func (s *pslot[K, V]) each(f func(K, V) bool) bool {
+	if s.node != nil {
+		return s.node.each(f)
+	}
+	for _, e := range s.entries {
+		if !f(e.key, e.val) {
+			return false
+		}
+	}
+	return true
+}
+
+// diffNodes calls f for every key whose entry differs between the tries
+// a and b (either may be nil), skipping the subtrees they share.
+func diffNodes[K comparable, V any](a, b *pnode[K, V], same func(x, y V) bool, f func(K)) {
+	if a == b {
+		return
+	}
+	if a == nil || b == nil {
+		if a == nil {
+			a = b
+		}
+		a.each(func(k K, _ V) bool { f(k); return true })
+		return
+	}
+	for union := a.bitmap | b.bitmap; union != 0; union &= union - 1 {
+		bit := union & -union
+		var x, y *pslot[K, V]
+		if a.bitmap&bit != 0 {
+			x = &a.slots[bits.OnesCount32(a.bitmap&(bit-1))]
+		}
+		if b.bitmap&bit != 0 {
+			y = &b.slots[bits.OnesCount32(b.bitmap&(bit-1))]
+		}
+		diffSlots(x, y, same, f)
+	}
+}
+
+func diffSlots[K comparable, V any](x, y *pslot[K, V], same func(x, y V) bool, f func(K)) {
+	report := func(k K, _ V) bool { f(k); return true }
+	switch {
+	case x == nil:
+		y.each(report)
+	case y == nil:
+		x.each(report)
+	case x.node != nil && y.node != nil:
+		diffNodes(x.node, y.node, same, f)
+	case x.node == nil && y.node == nil && len(x.entries) == len(y.entries) && len(x.entries) > 0 && &x.entries[0] == &y.entries[0]:
+		// The same entries (an edit copies the entries it changes).
+	default:
+		// A group of entries (usually one) against entries or a
+		// subtree: the keys there share a hash prefix, so they are few.
+		var xs, ys []pentry[K, V]
+		collect := func(s *pslot[K, V], out *[]pentry[K, V]) {
+			s.each(func(k K, v V) bool { *out = append(*out, pentry[K, V]{key: k, val: v}); return true })
+		}
+		collect(x, &xs)
+		collect(y, &ys)
+		for _, ex := range xs {
+			found := false
+			for _, ey := range ys {
+				if ex.key == ey.key {
+					found = true
+					if !same(ex.val, ey.val) {
+						f(ex.key)
+					}
+					break
+				}
+			}
+			if !found {
+				f(ex.key)
+			}
+		}
+		for _, ey := range ys {
+			if !slices.ContainsFunc(xs, func(ex pentry[K, V]) bool { return ex.key == ey.key }) {
+				f(ey.key)
+			}
+		}
+	}
 }
 
 // pmapEdit makes a new version of a pmap. Nodes it creates are modified in

@@ -126,8 +126,8 @@ func TestPmapEditSharesNodes(t *testing.T) {
 
 // BenchmarkOneChange compares the two ways of making a new version of a
 // map of n entries with one entry changed: copying a Go map (what Editor
-// does for the exported maps of a Snapshot) and editing a pmap (what it
-// does for the EndpointSlice index).
+// did for the maps of a Snapshot when they were Go maps) and editing a
+// pmap (what it does now, for the maps (Map) and the EndpointSlice index).
 func BenchmarkOneChange(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		m := map[Key]*int{}

@@ -1,13 +1,13 @@
 // Package resource holds the input of a translation: an immutable snapshot of
 // Gateway API and core objects, the YAML loader that builds one from files,
 // the indexes the translator needs, and the Editor that derives a snapshot
-// from the previous one at the cost of what changed (persistent indexes,
-// copy-on-write maps).
+// from the previous one at the cost of what changed: objects and indexes
+// are in persistent maps (Map), which a new version shares with the one it
+// was made from except on the paths to the changed entries.
 package resource
 
 import (
 	"slices"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,30 +23,31 @@ import (
 // Key identifies a namespaced object of a known kind.
 type Key = types.NamespacedName
 
-// Snapshot is every input object the translator reads. A Snapshot is not
-// modified after Build (or Editor.Snapshot), so it may be read
-// concurrently and kept while newer ones are made. Providers make a new
-// one for every change: from scratch (New, then Build), or from the
-// previous one with Edit, which shares the unchanged objects, maps and
-// indexes.
+// Snapshot is every input object the translator reads, by kind, in
+// persistent maps (Map). A Snapshot is not modified after Build (or
+// Editor.Snapshot), so it may be read concurrently and kept while newer
+// ones are made. Providers make a new one for every change: from scratch
+// (New, Set on its maps, then Build), or from the previous one with Edit,
+// which shares with it everything but the paths to the changed objects in
+// the maps and indexes.
 type Snapshot struct {
-	GatewayClasses  map[string]*gwv1.GatewayClass
-	Gateways        map[Key]*gwv1.Gateway
-	ListenerSets    map[Key]*gwv1.ListenerSet
-	HTTPRoutes      map[Key]*gwv1.HTTPRoute
-	GRPCRoutes      map[Key]*gwv1.GRPCRoute
-	ReferenceGrants map[Key]*gwv1beta1.ReferenceGrant
-	Services        map[Key]*corev1.Service
-	EndpointSlices  map[Key]*discoveryv1.EndpointSlice
-	Secrets         map[Key]*corev1.Secret
-	Namespaces      map[string]*corev1.Namespace
+	GatewayClasses  Map[string, *gwv1.GatewayClass]
+	Gateways        Map[Key, *gwv1.Gateway]
+	ListenerSets    Map[Key, *gwv1.ListenerSet]
+	HTTPRoutes      Map[Key, *gwv1.HTTPRoute]
+	GRPCRoutes      Map[Key, *gwv1.GRPCRoute]
+	ReferenceGrants Map[Key, *gwv1beta1.ReferenceGrant]
+	Services        Map[Key, *corev1.Service]
+	EndpointSlices  Map[Key, *discoveryv1.EndpointSlice]
+	Secrets         Map[Key, *corev1.Secret]
+	Namespaces      Map[string, *corev1.Namespace]
 	// ProxyConfigs are Portico's proxy parameters (GatewayClass and Gateway
 	// parametersRefs).
-	ProxyConfigs map[Key]*v1alpha1.ProxyConfig
+	ProxyConfigs Map[Key, *v1alpha1.ProxyConfig]
 	// Deployments are the Envoy Deployments Portico provisioned; with the
 	// provisioned Services (in Services) they are inputs of Gateway status.
 	// Empty in standalone mode, where no proxies are provisioned.
-	Deployments map[Key]*appsv1.Deployment
+	Deployments Map[Key, *appsv1.Deployment]
 
 	// Changes, when set by the provider that built the snapshot, lists the
 	// objects that differ from the snapshot with ID Changes.Since. It lets
@@ -63,32 +64,25 @@ type Snapshot struct {
 	indexed         bool
 }
 
-// New returns an empty snapshot with every map allocated.
+// New returns an empty snapshot, to fill with Set on its maps (or AddYAML)
+// and then Build.
 func New() *Snapshot {
-	return &Snapshot{
-		GatewayClasses:  map[string]*gwv1.GatewayClass{},
-		Gateways:        map[Key]*gwv1.Gateway{},
-		ListenerSets:    map[Key]*gwv1.ListenerSet{},
-		HTTPRoutes:      map[Key]*gwv1.HTTPRoute{},
-		GRPCRoutes:      map[Key]*gwv1.GRPCRoute{},
-		ReferenceGrants: map[Key]*gwv1beta1.ReferenceGrant{},
-		Services:        map[Key]*corev1.Service{},
-		EndpointSlices:  map[Key]*discoveryv1.EndpointSlice{},
-		Secrets:         map[Key]*corev1.Secret{},
-		Namespaces:      map[string]*corev1.Namespace{},
-		ProxyConfigs:    map[Key]*v1alpha1.ProxyConfig{},
-		Deployments:     map[Key]*appsv1.Deployment{},
-	}
+	return &Snapshot{}
 }
 
-// Build computes the snapshot's indexes. Call it once, after the last object
-// was added and before the snapshot is shared.
+// Build freezes the snapshot's maps (see Map) and computes its indexes.
+// Call it after the last object was added and before the snapshot is
+// shared. Changing a built snapshot's maps and building it again is
+// allowed (the maps copy what they change, so snapshots sharing their
+// contents are unaffected), as long as nobody reads it meanwhile; the
+// index is then computed again, from every EndpointSlice.
 func (s *Snapshot) Build() *Snapshot {
 	if s.id == 0 {
 		s.id = snapshotIDs.Add(1)
 	}
+	s.freeze()
 	groups := map[Key][]*discoveryv1.EndpointSlice{}
-	for _, es := range s.EndpointSlices {
+	for _, es := range s.EndpointSlices.All() {
 		if sk, ok := serviceOf(es); ok {
 			groups[sk] = append(groups[sk], es)
 		}
@@ -100,6 +94,22 @@ func (s *Snapshot) Build() *Snapshot {
 	}
 	s.slicesByService, s.indexed = e.Done(), true
 	return s
+}
+
+// freeze freezes every map.
+func (s *Snapshot) freeze() {
+	s.GatewayClasses.Freeze()
+	s.Gateways.Freeze()
+	s.ListenerSets.Freeze()
+	s.HTTPRoutes.Freeze()
+	s.GRPCRoutes.Freeze()
+	s.ReferenceGrants.Freeze()
+	s.Services.Freeze()
+	s.EndpointSlices.Freeze()
+	s.Secrets.Freeze()
+	s.Namespaces.Freeze()
+	s.ProxyConfigs.Freeze()
+	s.Deployments.Freeze()
 }
 
 // serviceOf returns the Service an EndpointSlice belongs to.
@@ -142,19 +152,9 @@ func (s *Snapshot) EndpointSlicesFor(svc Key) []*discoveryv1.EndpointSlice {
 
 // Len is the number of objects in the snapshot.
 func (s *Snapshot) Len() int {
-	return len(s.GatewayClasses) + len(s.Gateways) + len(s.ListenerSets) + len(s.HTTPRoutes) +
-		len(s.GRPCRoutes) + len(s.ReferenceGrants) + len(s.Services) + len(s.EndpointSlices) +
-		len(s.Secrets) + len(s.Namespaces) + len(s.ProxyConfigs) + len(s.Deployments)
-}
-
-// SortedKeys returns the keys of a map keyed by Key, in namespace/name order.
-func SortedKeys[V any](m map[Key]V) []Key {
-	keys := make([]Key, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, CompareKeys)
-	return keys
+	return s.GatewayClasses.Len() + s.Gateways.Len() + s.ListenerSets.Len() + s.HTTPRoutes.Len() +
+		s.GRPCRoutes.Len() + s.ReferenceGrants.Len() + s.Services.Len() + s.EndpointSlices.Len() +
+		s.Secrets.Len() + s.Namespaces.Len() + s.ProxyConfigs.Len() + s.Deployments.Len()
 }
 
 // CompareKeys orders keys by namespace, then name.
@@ -163,14 +163,4 @@ func CompareKeys(a, b Key) int {
 		return c
 	}
 	return strings.Compare(a.Name, b.Name)
-}
-
-// SortedNames returns the keys of a map keyed by name, sorted.
-func SortedNames[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -25,9 +25,9 @@ func Rich(routes int) *resource.Snapshot {
 	s := Snapshot(routes)
 	for i := 0; i < Namespaces; i++ {
 		ns := fmt.Sprintf("team%d", i)
-		s.Namespaces[ns] = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"tier": fmt.Sprint(i % 2)}}}
+		s.Namespaces.Set(ns, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"tier": fmt.Sprint(i % 2)}}})
 	}
-	s.Namespaces["infra"] = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "infra"}}
+	s.Namespaces.Set("infra", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "infra"}})
 	sel := gwv1.NamespacesFromSelector
 	gw := &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "selective", Generation: 1, CreationTimestamp: metav1.NewTime(epoch)},
@@ -40,33 +40,33 @@ func Rich(routes int) *resource.Snapshot {
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "0"}}}},
 		},
 	}
-	s.Gateways[key(gw.ObjectMeta)] = gw
-	s.ListenerSets[resource.Key{Namespace: "team0", Name: "extra"}] = listenerSet("team0", "extra", "selective", 8080)
+	s.Gateways.Set(key(gw.ObjectMeta), gw)
+	s.ListenerSets.Set(resource.Key{Namespace: "team0", Name: "extra"}, listenerSet("team0", "extra", "selective", 8080))
 	for i := 0; i < 4; i++ {
 		addGRPCRoute(s, i, "selective")
 	}
 	// A route with two parents, one of them the selective Gateway.
-	if r := s.HTTPRoutes[resource.Key{Namespace: "team1", Name: "route1"}]; r != nil {
+	if r := s.HTTPRoutes.Value(resource.Key{Namespace: "team1", Name: "route1"}); r != nil {
 		r.Spec.ParentRefs = append(r.Spec.ParentRefs, gwv1.ParentReference{Namespace: ptr(gwv1.Namespace("infra")), Name: "selective"})
 	}
 	// A backend in another namespace, allowed by a ReferenceGrant.
-	if r := s.HTTPRoutes[resource.Key{Namespace: "team2", Name: "route2"}]; r != nil {
+	if r := s.HTTPRoutes.Value(resource.Key{Namespace: "team2", Name: "route2"}); r != nil {
 		r.Spec.Rules[1].BackendRefs[0].Namespace = ptr(gwv1.Namespace("team3"))
 		r.Spec.Rules[1].BackendRefs[0].Name = "svc0"
 		addService(s, "team3", "svc0")
-		s.ReferenceGrants[resource.Key{Namespace: "team3", Name: "from-team2"}] = grant("team3", "from-team2", "team2")
+		s.ReferenceGrants.Set(resource.Key{Namespace: "team3", Name: "from-team2"}, grant("team3", "from-team2", "team2"))
 	}
-	s.GatewayClasses["configured"] = &gwv1.GatewayClass{
+	s.GatewayClasses.Set("configured", &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "configured", Generation: 1},
 		Spec: gwv1.GatewayClassSpec{ControllerName: ControllerName, ParametersRef: &gwv1.ParametersReference{
 			Group: gwv1.Group(v1alpha1.GroupVersion.Group), Kind: v1alpha1.Kind, Name: "proxy", Namespace: ptr(gwv1.Namespace("infra")),
 		}},
-	}
-	s.ProxyConfigs[resource.Key{Namespace: "infra", Name: "proxy"}] = &v1alpha1.ProxyConfig{
+	})
+	s.ProxyConfigs.Set(resource.Key{Namespace: "infra", Name: "proxy"}, &v1alpha1.ProxyConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "proxy"},
 		Spec:       v1alpha1.ProxyConfigSpec{Replicas: ptr(int32(3))},
-	}
-	if g := s.Gateways[resource.Key{Namespace: "infra", Name: "gw9"}]; g != nil {
+	})
+	if g := s.Gateways.Value(resource.Key{Namespace: "infra", Name: "gw9"}); g != nil {
 		g.Spec.GatewayClassName = "configured"
 	}
 	return s.Build()
@@ -112,65 +112,64 @@ func addGRPCRoute(s *resource.Snapshot, i int, gw string) {
 			}},
 		},
 	}
-	s.GRPCRoutes[key(r.ObjectMeta)] = r
+	s.GRPCRoutes.Set(key(r.ObjectMeta), r)
 }
 
-// Copy returns a copy of s that shares its objects: maps are copied, so
-// that objects can be added, replaced or removed without changing s. Call
-// Build on the copy when done.
+// Copy returns a copy of s that shares its objects and maps (which copy
+// what they change, see resource.Map), so that objects can be added,
+// replaced or removed without changing s. Call Build on the copy when
+// done.
 func Copy(s *resource.Snapshot) *resource.Snapshot {
 	c := resource.New()
-	copyMap(c.GatewayClasses, s.GatewayClasses)
-	copyMap(c.Gateways, s.Gateways)
-	copyMap(c.ListenerSets, s.ListenerSets)
-	copyMap(c.HTTPRoutes, s.HTTPRoutes)
-	copyMap(c.GRPCRoutes, s.GRPCRoutes)
-	copyMap(c.ReferenceGrants, s.ReferenceGrants)
-	copyMap(c.Services, s.Services)
-	copyMap(c.EndpointSlices, s.EndpointSlices)
-	copyMap(c.Secrets, s.Secrets)
-	copyMap(c.Namespaces, s.Namespaces)
-	copyMap(c.ProxyConfigs, s.ProxyConfigs)
-	copyMap(c.Deployments, s.Deployments)
+	c.GatewayClasses = s.GatewayClasses.Clone()
+	c.Gateways = s.Gateways.Clone()
+	c.ListenerSets = s.ListenerSets.Clone()
+	c.HTTPRoutes = s.HTTPRoutes.Clone()
+	c.GRPCRoutes = s.GRPCRoutes.Clone()
+	c.ReferenceGrants = s.ReferenceGrants.Clone()
+	c.Services = s.Services.Clone()
+	c.EndpointSlices = s.EndpointSlices.Clone()
+	c.Secrets = s.Secrets.Clone()
+	c.Namespaces = s.Namespaces.Clone()
+	c.ProxyConfigs = s.ProxyConfigs.Clone()
+	c.Deployments = s.Deployments.Clone()
 	return c
 }
 
-func copyMap[K comparable, V any](dst, src map[K]V) {
-	for k, v := range src {
-		dst[k] = v
-	}
-}
-
-// ChangeRoute returns a copy of s in which HTTPRoute "route<i>" (as made by
-// Snapshot) has another path prefix, and the key of that route. The copy's
-// Changes list that route, as a provider would.
+// ChangeRoute returns a snapshot made from s (with Edit, as a provider
+// would) in which HTTPRoute "route<i>" (as made by Snapshot) has another
+// path prefix, and the key of that route. Its Changes list that route.
 func ChangeRoute(s *resource.Snapshot, i int, version int) (*resource.Snapshot, resource.Key) {
-	c := Copy(s)
 	k := resource.Key{Namespace: fmt.Sprintf("team%d", i%Namespaces), Name: fmt.Sprintf("route%d", i)}
-	r := c.HTTPRoutes[k].DeepCopy()
+	r := s.HTTPRoutes.Value(k).DeepCopy()
 	p := fmt.Sprintf("/r%d/v%d", i, version)
 	r.Spec.Rules[0].Matches[0].Path.Value = &p
 	r.Generation++
-	c.HTTPRoutes[k] = r
-	c.Changes = resource.NewChanges(s.ID())
-	c.Changes.Add(resource.KindHTTPRoute, k)
-	return c.Build(), k
+	return edit(s, resource.KindHTTPRoute, k, r), k
 }
 
-// ChangeEndpoints returns a copy of s in which the EndpointSlice of
-// Service "svc<i>" of namespace "team<ns>" has other addresses, and the
-// key of that slice. The copy's Changes list that slice.
+// ChangeEndpoints returns a snapshot made from s (with Edit) in which the
+// EndpointSlice of Service "svc<i>" of namespace "team<ns>" has other
+// addresses, and the key of that slice. Its Changes list that slice.
 func ChangeEndpoints(s *resource.Snapshot, ns, i, version int) (*resource.Snapshot, resource.Key) {
-	c := Copy(s)
 	k := resource.Key{Namespace: fmt.Sprintf("team%d", ns%Namespaces), Name: fmt.Sprintf("svc%d-1", i)}
-	es := c.EndpointSlices[k].DeepCopy()
+	es := s.EndpointSlices.Value(k).DeepCopy()
 	for e := range es.Endpoints {
 		es.Endpoints[e].Addresses = []string{fmt.Sprintf("10.200.%d.%d", version%256, e)}
 	}
-	c.EndpointSlices[k] = es
+	return edit(s, resource.KindEndpointSlice, k, es), k
+}
+
+// edit returns s with one object set, and Changes listing it.
+func edit(s *resource.Snapshot, kind resource.Kind, k resource.Key, obj any) *resource.Snapshot {
+	e := s.Edit()
+	if err := e.Set(kind, k, obj); err != nil {
+		panic(err)
+	}
+	c := e.Snapshot()
 	c.Changes = resource.NewChanges(s.ID())
-	c.Changes.Add(resource.KindEndpointSlice, k)
-	return c.Build(), k
+	c.Changes.Add(kind, k)
+	return c
 }
 
 // Change applies one random change to a copy of s (made by Rich) and
@@ -184,19 +183,15 @@ func Change(s *resource.Snapshot, rng *rand.Rand) (*resource.Snapshot, string) {
 	return c.Build(), desc
 }
 
-func pick[K comparable, V any](rng *rand.Rand, m map[K]V, less func(a, b K) int) (K, V, bool) {
+func pick[K comparable, V any](rng *rand.Rand, m resource.Map[K, V], less func(a, b K) int) (K, V, bool) {
 	var zero K
-	if len(m) == 0 {
+	if m.Len() == 0 {
 		var v V
 		return zero, v, false
 	}
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, less)
+	keys := slices.SortedFunc(m.Keys(), less)
 	k := keys[rng.IntN(len(keys))]
-	return k, m[k], true
+	return k, m.Value(k), true
 }
 
 func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
@@ -210,7 +205,7 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 		orig := r
 		r = r.DeepCopy()
 		r.Generation++
-		c.HTTPRoutes[k] = r
+		c.HTTPRoutes.Set(k, r)
 		switch rng.IntN(9) {
 		case 0:
 			p := fmt.Sprintf("/changed/%d", rng.IntN(1000))
@@ -236,7 +231,7 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 			}
 			return "route backend " + k.String()
 		case 5:
-			delete(c.HTTPRoutes, k)
+			c.HTTPRoutes.Delete(k)
 			return "route deleted " + k.String()
 		case 6:
 			r.Spec.Rules[0].Filters = append(r.Spec.Rules[0].Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestRedirect,
@@ -247,8 +242,8 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 			nk := resource.Key{Namespace: k.Namespace, Name: fmt.Sprintf("new%d", rng.IntN(1000))}
 			r.Name = nk.Name
 			r.CreationTimestamp = metav1.NewTime(epoch.Add(-time.Duration(rng.IntN(100)) * time.Second))
-			c.HTTPRoutes[k] = orig // unchanged: only the copy is new
-			c.HTTPRoutes[nk] = r
+			c.HTTPRoutes.Set(k, orig) // unchanged: only the copy is new
+			c.HTTPRoutes.Set(nk, r)
 			return "route created " + nk.String()
 		default:
 			r.Spec.Rules[0].Matches[0].Headers = nil
@@ -260,13 +255,13 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 			return "no grpc route"
 		}
 		if rng.IntN(4) == 0 {
-			delete(c.GRPCRoutes, k)
+			c.GRPCRoutes.Delete(k)
 			return "grpc route deleted " + k.String()
 		}
 		r = r.DeepCopy()
 		r.Spec.ParentRefs = []gwv1.ParentReference{{Namespace: ptr(gwv1.Namespace("infra")), Name: gwv1.ObjectName(gateways[rng.IntN(len(gateways))])}}
 		r.Spec.Hostnames = []gwv1.Hostname{gwv1.Hostname(fmt.Sprintf("app%d.gw%d.example.com", rng.IntN(3), rng.IntN(3)))}
-		c.GRPCRoutes[k] = r
+		c.GRPCRoutes.Set(k, r)
 		return "grpc route " + k.String()
 	case n < 19: // a Gateway
 		k, g, ok := pick(rng, c.Gateways, resource.CompareKeys)
@@ -275,7 +270,7 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 		}
 		g = g.DeepCopy()
 		g.Generation++
-		c.Gateways[k] = g
+		c.Gateways.Set(k, g)
 		switch rng.IntN(6) {
 		case 0:
 			if len(g.Spec.Listeners) > 1 {
@@ -291,7 +286,7 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 			g.Spec.Listeners[0].AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &same}}
 			return "gateway allowed routes " + k.String()
 		case 3:
-			delete(c.Gateways, k)
+			c.Gateways.Delete(k)
 			return "gateway deleted " + k.String()
 		case 4:
 			g.Spec.GatewayClassName = gwv1.ObjectName([]string{"portico", "configured", "other"}[rng.IntN(3)])
@@ -304,11 +299,11 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 	case n < 21: // a ListenerSet
 		name := fmt.Sprintf("ls%d", rng.IntN(3))
 		k := resource.Key{Namespace: fmt.Sprintf("team%d", rng.IntN(3)), Name: name}
-		if _, ok := c.ListenerSets[k]; ok && rng.IntN(2) == 0 {
-			delete(c.ListenerSets, k)
+		if _, ok := c.ListenerSets.Get(k); ok && rng.IntN(2) == 0 {
+			c.ListenerSets.Delete(k)
 			return "listener set deleted " + k.String()
 		}
-		c.ListenerSets[k] = listenerSet(k.Namespace, k.Name, gateways[rng.IntN(len(gateways))], int32(8081+rng.IntN(3)))
+		c.ListenerSets.Set(k, listenerSet(k.Namespace, k.Name, gateways[rng.IntN(len(gateways))], int32(8081+rng.IntN(3))))
 		return "listener set " + k.String()
 	case n < 24: // a Service
 		k, svc, ok := pick(rng, c.Services, resource.CompareKeys)
@@ -317,17 +312,17 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 		}
 		switch rng.IntN(3) {
 		case 0:
-			delete(c.Services, k)
+			c.Services.Delete(k)
 			return "service deleted " + k.String()
 		case 1:
 			svc = svc.DeepCopy()
 			svc.Spec.Ports[0].Port = 8081
-			c.Services[k] = svc
+			c.Services.Set(k, svc)
 			return "service port " + k.String()
 		default:
 			svc = svc.DeepCopy()
 			svc.Spec.Ports[0].AppProtocol = ptr("kubernetes.io/h2c")
-			c.Services[k] = svc
+			c.Services.Set(k, svc)
 			return "service appProtocol " + k.String()
 		}
 	case n < 30: // an EndpointSlice
@@ -337,71 +332,71 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 		}
 		switch rng.IntN(4) {
 		case 0:
-			delete(c.EndpointSlices, k)
+			c.EndpointSlices.Delete(k)
 			return "slice deleted " + k.String()
 		case 1:
 			es = es.DeepCopy()
 			es.Endpoints[0].Conditions.Ready = ptr(false)
-			c.EndpointSlices[k] = es
+			c.EndpointSlices.Set(k, es)
 			return "slice not ready " + k.String()
 		case 2:
 			es2 := es.DeepCopy()
 			es2.Name += "-2"
 			es2.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.250.0.%d", rng.IntN(250))}}}
-			c.EndpointSlices[key(es2.ObjectMeta)] = es2
+			c.EndpointSlices.Set(key(es2.ObjectMeta), es2)
 			return "slice added " + key(es2.ObjectMeta).String()
 		default:
 			es = es.DeepCopy()
 			es.Endpoints[len(es.Endpoints)-1].Addresses = []string{fmt.Sprintf("10.251.%d.%d", rng.IntN(250), rng.IntN(250))}
-			c.EndpointSlices[k] = es
+			c.EndpointSlices.Set(k, es)
 			return "slice address " + k.String()
 		}
 	case n < 32: // the Secret
 		k := resource.Key{Namespace: "infra", Name: "tls"}
-		switch sec := c.Secrets[k]; {
+		switch sec := c.Secrets.Value(k); {
 		case sec == nil:
-			c.Secrets[k] = tlsSecret()
+			c.Secrets.Set(k, tlsSecret())
 			return "secret restored"
 		case rng.IntN(2) == 0:
-			delete(c.Secrets, k)
+			c.Secrets.Delete(k)
 			return "secret deleted"
 		default:
 			sec = sec.DeepCopy()
 			sec.Data[corev1.TLSCertKey] = []byte("garbage")
-			c.Secrets[k] = sec
+			c.Secrets.Set(k, sec)
 			return "secret invalid"
 		}
 	case n < 34: // a Namespace's labels
 		name := fmt.Sprintf("team%d", rng.IntN(4))
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": fmt.Sprint(rng.IntN(3))}}}
-		c.Namespaces[name] = ns
+		c.Namespaces.Set(name, ns)
 		return "namespace labels " + name
 	case n < 36: // a ReferenceGrant
 		k := resource.Key{Namespace: fmt.Sprintf("team%d", rng.IntN(4)), Name: "grant"}
-		if _, ok := c.ReferenceGrants[k]; ok {
-			delete(c.ReferenceGrants, k)
+		if _, ok := c.ReferenceGrants.Get(k); ok {
+			c.ReferenceGrants.Delete(k)
 			return "grant deleted " + k.String()
 		}
-		c.ReferenceGrants[k] = grant(k.Namespace, k.Name, fmt.Sprintf("team%d", rng.IntN(4)))
+		c.ReferenceGrants.Set(k, grant(k.Namespace, k.Name, fmt.Sprintf("team%d", rng.IntN(4))))
 		return "grant created " + k.String()
 	case n < 38: // a GatewayClass
-		gc := c.GatewayClasses["portico"].DeepCopy()
+		gc := c.GatewayClasses.Value("portico").DeepCopy()
 		if gc.Spec.ControllerName == ControllerName && rng.IntN(3) == 0 {
 			gc.Spec.ControllerName = "example.com/other"
 		} else {
 			gc.Spec.ControllerName = ControllerName
 			gc.Generation++
 		}
-		c.GatewayClasses["portico"] = gc
+		c.GatewayClasses.Set("portico", gc)
 		return "gateway class"
 	default: // the ProxyConfig
 		k := resource.Key{Namespace: "infra", Name: "proxy"}
-		if _, ok := c.ProxyConfigs[k]; ok && rng.IntN(2) == 0 {
-			delete(c.ProxyConfigs, k)
+		if _, ok := c.ProxyConfigs.Get(k); ok && rng.IntN(2) == 0 {
+			c.ProxyConfigs.Delete(k)
 			return "proxy config deleted"
 		}
-		c.ProxyConfigs[k] = &v1alpha1.ProxyConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "proxy"},
-			Spec: v1alpha1.ProxyConfigSpec{Replicas: ptr(int32(rng.IntN(5)))}}
+		c.ProxyConfigs.Set(k, &v1alpha1.ProxyConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "proxy"},
+			Spec: v1alpha1.ProxyConfigSpec{Replicas: ptr(int32(rng.IntN(5)))}})
 		return "proxy config"
 	}
 }

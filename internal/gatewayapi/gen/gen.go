@@ -61,12 +61,12 @@ var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // weighted second backend.
 func Snapshot(routes int) *resource.Snapshot {
 	s := resource.New()
-	s.GatewayClasses["portico"] = &gwv1.GatewayClass{
+	s.GatewayClasses.Set("portico", &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: ControllerName},
-	}
+	})
 	all := gwv1.NamespacesFromAll
-	s.Secrets[resource.Key{Namespace: "infra", Name: "tls"}] = tlsSecret()
+	s.Secrets.Set(resource.Key{Namespace: "infra", Name: "tls"}, tlsSecret())
 	for g := 0; g < Gateways; g++ {
 		host := gwv1.Hostname(fmt.Sprintf("*.gw%d.example.com", g))
 		allowed := &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &all}}
@@ -82,7 +82,7 @@ func Snapshot(routes int) *resource.Snapshot {
 				},
 			},
 		}
-		s.Gateways[resource.Key{Namespace: gw.Namespace, Name: gw.Name}] = gw
+		s.Gateways.Set(resource.Key{Namespace: gw.Namespace, Name: gw.Name}, gw)
 	}
 	for i := 0; i < routes; i++ {
 		addRoute(s, i)
@@ -135,24 +135,24 @@ func addRoute(s *resource.Snapshot, i int) {
 			Rules:     []gwv1.HTTPRouteRule{rule0, rule1},
 		},
 	}
-	s.HTTPRoutes[resource.Key{Namespace: ns, Name: r.Name}] = r
+	s.HTTPRoutes.Set(resource.Key{Namespace: ns, Name: r.Name}, r)
 }
 
 func addService(s *resource.Snapshot, ns, name string) {
 	key := resource.Key{Namespace: ns, Name: name}
-	if s.Services[key] != nil {
+	if s.Services.Value(key) != nil {
 		return
 	}
-	s.Services[key] = &corev1.Service{
+	s.Services.Set(key, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}}},
-	}
+	})
 	es := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
 	}
-	base := len(s.EndpointSlices)
+	base := s.EndpointSlices.Len()
 	for e := 0; e < EndpointsPerSlice; e++ {
 		n := base*EndpointsPerSlice + e
 		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{
@@ -160,7 +160,7 @@ func addService(s *resource.Snapshot, ns, name string) {
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
 		})
 	}
-	s.EndpointSlices[resource.Key{Namespace: ns, Name: es.Name}] = es
+	s.EndpointSlices.Set(resource.Key{Namespace: ns, Name: es.Name}, es)
 }
 
 func tlsSecret() *corev1.Secret {

@@ -164,12 +164,12 @@ func TestLoadWatchBrokenAndFixed(t *testing.T) {
 	for done := false; !done; {
 		select {
 		case s := <-h.snaps:
-			switch len(s.Services) {
+			switch s.Services.Len() {
 			case 5:
 				done = true
 			case 4:
 			default:
-				t.Fatalf("unexpected snapshot with %d services", len(s.Services))
+				t.Fatalf("unexpected snapshot with %d services", s.Services.Len())
 			}
 		case <-timeout:
 			t.Fatal("no snapshot after the fix")

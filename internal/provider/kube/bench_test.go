@@ -196,55 +196,55 @@ func legacySnapshot(ctx context.Context, c client.Reader) (*resource.Snapshot, e
 	key := func(o metav1.Object) resource.Key {
 		return resource.Key{Namespace: o.GetNamespace(), Name: o.GetName()}
 	}
-	if err := listInto(ctx, c, &gwv1.GatewayClassList{}, func(o *gwv1.GatewayClass) { s.GatewayClasses[o.Name] = o }); err != nil {
+	if err := listInto(ctx, c, &gwv1.GatewayClassList{}, func(o *gwv1.GatewayClass) { s.GatewayClasses.Set(o.Name, o) }); err != nil {
 		return nil, err
 	}
-	if err := listInto(ctx, c, &gwv1.GatewayList{}, func(o *gwv1.Gateway) { s.Gateways[key(o)] = o }); err != nil {
+	if err := listInto(ctx, c, &gwv1.GatewayList{}, func(o *gwv1.Gateway) { s.Gateways.Set(key(o), o) }); err != nil {
 		return nil, err
 	}
-	if err := listInto(ctx, c, &gwv1.ListenerSetList{}, func(o *gwv1.ListenerSet) { s.ListenerSets[key(o)] = o }); err != nil {
+	if err := listInto(ctx, c, &gwv1.ListenerSetList{}, func(o *gwv1.ListenerSet) { s.ListenerSets.Set(key(o), o) }); err != nil {
 		return nil, err
 	}
-	if err := listInto(ctx, c, &gwv1.HTTPRouteList{}, func(o *gwv1.HTTPRoute) { s.HTTPRoutes[key(o)] = o }); err != nil {
+	if err := listInto(ctx, c, &gwv1.HTTPRouteList{}, func(o *gwv1.HTTPRoute) { s.HTTPRoutes.Set(key(o), o) }); err != nil {
 		return nil, err
 	}
-	if err := listInto(ctx, c, &gwv1.GRPCRouteList{}, func(o *gwv1.GRPCRoute) { s.GRPCRoutes[key(o)] = o }); err != nil {
+	if err := listInto(ctx, c, &gwv1.GRPCRouteList{}, func(o *gwv1.GRPCRoute) { s.GRPCRoutes.Set(key(o), o) }); err != nil {
 		return nil, err
 	}
-	if err := listInto(ctx, c, &gwv1beta1.ReferenceGrantList{}, func(o *gwv1beta1.ReferenceGrant) { s.ReferenceGrants[key(o)] = o }); err != nil {
+	if err := listInto(ctx, c, &gwv1beta1.ReferenceGrantList{}, func(o *gwv1beta1.ReferenceGrant) { s.ReferenceGrants.Set(key(o), o) }); err != nil {
 		return nil, err
 	}
-	if err := listInto(ctx, c, &corev1.NamespaceList{}, func(o *corev1.Namespace) { s.Namespaces[o.Name] = o }); err != nil {
+	if err := listInto(ctx, c, &corev1.NamespaceList{}, func(o *corev1.Namespace) { s.Namespaces.Set(o.Name, o) }); err != nil {
 		return nil, err
 	}
 	r := collectRefs(s)
 	if err := listInto(ctx, c, &corev1.ServiceList{}, func(o *corev1.Service) {
 		if r.service(key(o)) || isProvisioned(o) {
-			s.Services[key(o)] = o
+			s.Services.Set(key(o), o)
 		}
 	}); err != nil {
 		return nil, err
 	}
 	if err := listInto(ctx, c, &discoveryv1.EndpointSliceList{}, func(o *discoveryv1.EndpointSlice) {
 		if r.service(types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}) {
-			s.EndpointSlices[key(o)] = o
+			s.EndpointSlices.Set(key(o), o)
 		}
 	}); err != nil {
 		return nil, err
 	}
 	if err := listInto(ctx, c, &corev1.SecretList{}, func(o *corev1.Secret) {
 		if r.secret(key(o)) {
-			s.Secrets[key(o)] = o
+			s.Secrets.Set(key(o), o)
 		}
 	}); err != nil {
 		return nil, err
 	}
-	if err := listInto(ctx, c, &v1alpha1.ProxyConfigList{}, func(o *v1alpha1.ProxyConfig) { s.ProxyConfigs[key(o)] = o }); err != nil {
+	if err := listInto(ctx, c, &v1alpha1.ProxyConfigList{}, func(o *v1alpha1.ProxyConfig) { s.ProxyConfigs.Set(key(o), o) }); err != nil {
 		return nil, err
 	}
 	if err := listInto(ctx, c, &appsv1.DeploymentList{}, func(o *appsv1.Deployment) {
 		if isProvisioned(o) {
-			s.Deployments[key(o)] = o
+			s.Deployments.Set(key(o), o)
 		}
 	}); err != nil {
 		return nil, err

@@ -103,7 +103,7 @@ func TestSnapshotsCarryChanges(t *testing.T) {
 	if first.Changes != nil {
 		t.Errorf("first snapshot has changes relative to nothing: %v", first.Changes)
 	}
-	if first.Gateways[resource.Key{Namespace: "ns", Name: "gw"}] != gw {
+	if first.Gateways.Value(resource.Key{Namespace: "ns", Name: "gw"}) != gw {
 		t.Error("first snapshot does not share the cache's Gateway")
 	}
 	second, err := p.Snapshot(context.Background())
@@ -121,8 +121,8 @@ func TestSnapshotsCarryChanges(t *testing.T) {
 	if c := third.Changes; c == nil || c.Since != second.ID() || !c.Has(resource.KindGateway, resource.Key{Namespace: "ns", Name: "gw"}) || c.Len() != 1 {
 		t.Errorf("third snapshot changes = %+v", c)
 	}
-	if len(third.Gateways) != 0 || len(second.Gateways) != 1 {
-		t.Errorf("Gateways: second %d, third %d", len(second.Gateways), len(third.Gateways))
+	if third.Gateways.Len() != 0 || second.Gateways.Len() != 1 {
+		t.Errorf("Gateways: second %d, third %d", second.Gateways.Len(), third.Gateways.Len())
 	}
 }
 

@@ -175,13 +175,13 @@ type contents struct {
 // up (besides those of s's own slices).
 func contentsOf(s *resource.Snapshot, svcs ...resource.Key) contents {
 	c := contents{
-		classes: maps.Clone(s.GatewayClasses), gateways: maps.Clone(s.Gateways), sets: maps.Clone(s.ListenerSets),
-		http: maps.Clone(s.HTTPRoutes), grpc: maps.Clone(s.GRPCRoutes), grants: maps.Clone(s.ReferenceGrants),
-		services: maps.Clone(s.Services), slices: maps.Clone(s.EndpointSlices), secrets: maps.Clone(s.Secrets),
-		ns: maps.Clone(s.Namespaces), configs: maps.Clone(s.ProxyConfigs), deploys: maps.Clone(s.Deployments),
+		classes: maps.Collect(s.GatewayClasses.All()), gateways: maps.Collect(s.Gateways.All()), sets: maps.Collect(s.ListenerSets.All()),
+		http: maps.Collect(s.HTTPRoutes.All()), grpc: maps.Collect(s.GRPCRoutes.All()), grants: maps.Collect(s.ReferenceGrants.All()),
+		services: maps.Collect(s.Services.All()), slices: maps.Collect(s.EndpointSlices.All()), secrets: maps.Collect(s.Secrets.All()),
+		ns: maps.Collect(s.Namespaces.All()), configs: maps.Collect(s.ProxyConfigs.All()), deploys: maps.Collect(s.Deployments.All()),
 		bySvc: map[resource.Key][]*discoveryv1.EndpointSlice{},
 	}
-	for _, es := range s.EndpointSlices {
+	for _, es := range s.EndpointSlices.All() {
 		svcs = append(svcs, resource.Key{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]})
 	}
 	for _, k := range svcs {

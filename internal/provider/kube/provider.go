@@ -11,8 +11,9 @@
 // Snapshots are built once per translation, not once per event, and cost
 // what changed, not the size of the cache: the first one lists every
 // input object from the informers' stores; each later one starts from the
-// previous snapshot (resource.Snapshot.Edit: unchanged kinds and indexes
-// are shared, snapshots stay immutable) and reads from the stores only the
+// previous snapshot (resource.Snapshot.Edit: the persistent maps and
+// indexes are shared but for the paths to the changed objects, O(log n)
+// each; snapshots stay immutable) and reads from the stores only the
 // objects the events named since then. The references that drive the
 // event filter are kept per route, Gateway and ListenerSet, and updated
 // for the changed ones only. Should reading a changed object fail or give

@@ -142,16 +142,16 @@ func contribOf(obj any) contrib {
 // always equal it).
 func collectRefs(s *resource.Snapshot) refs {
 	r := newRefs()
-	for _, o := range s.HTTPRoutes {
+	for _, o := range s.HTTPRoutes.All() {
 		r.add(contribOf(o), 1)
 	}
-	for _, o := range s.GRPCRoutes {
+	for _, o := range s.GRPCRoutes.All() {
 		r.add(contribOf(o), 1)
 	}
-	for _, o := range s.Gateways {
+	for _, o := range s.Gateways.All() {
 		r.add(contribOf(o), 1)
 	}
-	for _, o := range s.ListenerSets {
+	for _, o := range s.ListenerSets.All() {
 		r.add(contribOf(o), 1)
 	}
 	return r

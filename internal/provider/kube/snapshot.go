@@ -88,16 +88,16 @@ func (p *Provider) commit(snap *resource.Snapshot, owners map[resource.Ref]contr
 				owners[resource.Ref{Kind: k, Key: key}] = c
 			}
 		}
-		for k, o := range snap.HTTPRoutes {
+		for k, o := range snap.HTTPRoutes.All() {
 			add(resource.KindHTTPRoute, k, o)
 		}
-		for k, o := range snap.GRPCRoutes {
+		for k, o := range snap.GRPCRoutes.All() {
 			add(resource.KindGRPCRoute, k, o)
 		}
-		for k, o := range snap.Gateways {
+		for k, o := range snap.Gateways.All() {
 			add(resource.KindGateway, k, o)
 		}
-		for k, o := range snap.ListenerSets {
+		for k, o := range snap.ListenerSets.All() {
 			add(resource.KindListenerSet, k, o)
 		}
 	}

@@ -51,40 +51,40 @@ func objectOf(s *resource.Snapshot, r resource.Ref) client.Object {
 	}
 	switch r.Kind {
 	case resource.KindGatewayClass:
-		o, ok := s.GatewayClasses[r.Key.Name]
+		o, ok := s.GatewayClasses.Get(r.Key.Name)
 		return get(o, ok)
 	case resource.KindGateway:
-		o, ok := s.Gateways[r.Key]
+		o, ok := s.Gateways.Get(r.Key)
 		return get(o, ok)
 	case resource.KindListenerSet:
-		o, ok := s.ListenerSets[r.Key]
+		o, ok := s.ListenerSets.Get(r.Key)
 		return get(o, ok)
 	case resource.KindHTTPRoute:
-		o, ok := s.HTTPRoutes[r.Key]
+		o, ok := s.HTTPRoutes.Get(r.Key)
 		return get(o, ok)
 	case resource.KindGRPCRoute:
-		o, ok := s.GRPCRoutes[r.Key]
+		o, ok := s.GRPCRoutes.Get(r.Key)
 		return get(o, ok)
 	case resource.KindReferenceGrant:
-		o, ok := s.ReferenceGrants[r.Key]
+		o, ok := s.ReferenceGrants.Get(r.Key)
 		return get(o, ok)
 	case resource.KindService:
-		o, ok := s.Services[r.Key]
+		o, ok := s.Services.Get(r.Key)
 		return get(o, ok)
 	case resource.KindEndpointSlice:
-		o, ok := s.EndpointSlices[r.Key]
+		o, ok := s.EndpointSlices.Get(r.Key)
 		return get(o, ok)
 	case resource.KindSecret:
-		o, ok := s.Secrets[r.Key]
+		o, ok := s.Secrets.Get(r.Key)
 		return get(o, ok)
 	case resource.KindNamespace:
-		o, ok := s.Namespaces[r.Key.Name]
+		o, ok := s.Namespaces.Get(r.Key.Name)
 		return get(o, ok)
 	case resource.KindProxyConfig:
-		o, ok := s.ProxyConfigs[r.Key]
+		o, ok := s.ProxyConfigs.Get(r.Key)
 		return get(o, ok)
 	case resource.KindDeployment:
-		o, ok := s.Deployments[r.Key]
+		o, ok := s.Deployments.Get(r.Key)
 		return get(o, ok)
 	}
 	return nil
