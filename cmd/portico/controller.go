@@ -17,7 +17,12 @@ import (
 	"github.com/portico-dev/portico/internal/leader"
 	"github.com/portico-dev/portico/internal/pipeline"
 	"github.com/portico-dev/portico/internal/status"
+	"github.com/portico-dev/portico/internal/xds/translate"
 )
+
+// routeSplitUsage documents --route-split of controller and standalone.
+const routeSplitUsage = "route tables of plaintext HTTP listeners: none (one per listener) or hostname " +
+	"(one per hostname, selected by Envoy scoped RDS on the exact Host; see README)"
 
 // controllerCmd runs Portico against a Kubernetes cluster: every replica
 // watches, translates and serves xDS; the holder of the leader Lease writes
@@ -48,6 +53,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	xdsTLS := fs.Bool("xds-tls", true, "require mutual TLS on xDS; proxies get only their own Gateway's config")
 	var sans stringList
 	fs.Var(&sans, "xds-extra-san", "extra DNS name or IP of the xDS serving certificate (repeatable)")
+	routeSplit := fs.String("route-split", string(translate.RouteSplitNone), routeSplitUsage)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -55,6 +61,11 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "portico controller: --log-level: %v\n", err)
+		return exitUsage
+	}
+	split, err := translate.ParseRouteSplit(*routeSplit)
+	if err != nil {
+		fmt.Fprintf(stderr, "portico controller: --route-split: %v\n", err)
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
@@ -103,6 +114,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		XDSTLS:            *xdsTLS,
 		XDSExtraSANs:      sans,
 		XDSServiceAddress: *xdsService,
+		RouteSplit:        split,
 		Log:               log,
 	})
 	if err != nil {

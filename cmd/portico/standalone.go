@@ -16,6 +16,7 @@ import (
 	"github.com/portico-dev/portico/internal/pipeline"
 	"github.com/portico-dev/portico/internal/provider/file"
 	"github.com/portico-dev/portico/internal/xds/server"
+	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
 // shutdownTimeout bounds the wait for every component to stop; it exceeds
@@ -44,6 +45,7 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	controller := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to serve")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	debounce := fs.Duration("debounce", file.DefaultDebounce, "quiet period after a file change before reloading (editors write in bursts)")
+	routeSplit := fs.String("route-split", string(translate.RouteSplitNone), routeSplitUsage)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -57,6 +59,11 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "portico standalone: --log-level: %v\n", err)
 		return exitUsage
 	}
+	split, err := translate.ParseRouteSplit(*routeSplit)
+	if err != nil {
+		fmt.Fprintf(stderr, "portico standalone: --route-split: %v\n", err)
+		return exitUsage
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	m := metrics.New()
@@ -64,6 +71,7 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	pipe := pipeline.New(pipeline.Config{
 		ControllerName: *controller,
 		XDS:            xdsServer,
+		XDSOptions:     translate.Options{RouteSplit: split},
 		Metrics:        m,
 		Log:            log,
 	})

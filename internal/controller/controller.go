@@ -29,6 +29,7 @@ import (
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/status"
 	xdsserver "github.com/portico-dev/portico/internal/xds/server"
+	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
 // Defaults of the status writer's client-side rate limits. Status writes
@@ -88,7 +89,10 @@ type Options struct {
 	XDSTLS bool
 	// XDSExtraSANs are extra DNS names or IPs of the serving certificate.
 	XDSExtraSANs []string
-	Log          *slog.Logger
+	// RouteSplit is how HTTP listeners' route tables are cut (see
+	// translate.RouteSplit); empty means translate.RouteSplitNone.
+	RouteSplit translate.RouteSplit
+	Log        *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -193,6 +197,7 @@ func New(opts Options) (*Controller, error) {
 		Debounce:       opts.Debounce,
 		MaxDelay:       opts.MaxDelay,
 		XDS:            c.xds,
+		XDSOptions:     translate.Options{RouteSplit: opts.RouteSplit},
 		Status:         c.writer,
 		Metrics:        c.metrics,
 		Log:            log,

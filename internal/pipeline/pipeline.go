@@ -101,8 +101,11 @@ type Config struct {
 	// Infrastructure: Portico provisions the proxies, and Gateways are
 	// Programmed only once they can take traffic (gatewayapi.Options).
 	Infrastructure bool
-	Metrics        *metrics.Metrics
-	Log            *slog.Logger
+	// XDSOptions are the options of the xDS translation (e.g. the route
+	// split by hostname); the zero value is the default.
+	XDSOptions translate.Options
+	Metrics    *metrics.Metrics
+	Log        *slog.Logger
 }
 
 // Result is one translation. It is never modified once published.
@@ -180,7 +183,7 @@ func New(cfg Config) *Pipeline {
 		signal:  make(chan struct{}, 1),
 		readyCh: make(chan struct{}),
 		inc:     gatewayapi.NewIncremental(),
-		xds:     translate.NewTranslator(),
+		xds:     translate.NewTranslatorWith(cfg.XDSOptions),
 		clock:   realClock{},
 	}
 }

@@ -4,8 +4,11 @@
 // A proxy is matched to its Gateway by node.cluster, which must be
 // "<namespace>/<gateway>" (the same string as translate.Resources.Gateway).
 // State-of-the-world and incremental (delta) xDS are both served through ADS;
-// the per-type services (CDS, EDS, LDS, RDS, SDS) are registered too for
-// proxies that do not use ADS.
+// the per-type services (CDS, EDS, LDS, RDS, SRDS, SDS) are registered too
+// for proxies that do not use ADS. Every Gateway's snapshot has every type
+// of servedTypes, scoped routes (SRDS, used by listeners split by hostname)
+// included, so that resources of a type a Gateway no longer has are
+// removed from its proxies.
 //
 // With Server.TLS set the server requires mTLS, and a proxy may only ask for
 // the Gateway named by its client certificate (see auth.go): node.cluster
@@ -214,6 +217,7 @@ func (s *Server) snapshotOf(gw string, r *translate.Resources) (*cachev3.Snapsho
 // servedTypes are the resource types of a Gateway's snapshot.
 var servedTypes = []resourcev3.Type{
 	resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
+	resourcev3.ScopedRouteType,
 }
 
 // ServerOptions returns the default gRPC options of Serve: keepalive
@@ -294,5 +298,6 @@ func register(gs *grpc.Server, xds serverv3.Server) {
 	endpointservice.RegisterEndpointDiscoveryServiceServer(gs, xds)
 	listenerservice.RegisterListenerDiscoveryServiceServer(gs, xds)
 	routeservice.RegisterRouteDiscoveryServiceServer(gs, xds)
+	routeservice.RegisterScopedRoutesDiscoveryServiceServer(gs, xds)
 	secretservice.RegisterSecretDiscoveryServiceServer(gs, xds)
 }

@@ -1,9 +1,16 @@
 // Package translate turns the IR of one Gateway into Envoy xDS resources
-// (go-control-plane envoy v3 types). It is pure: the same IR always gives
-// byte-identical resources and the same version. Versions are content
-// hashes (see hash.go): of every resource, of every resource type and of
-// the Gateway. A Translator (memo.go) re-translates only the parts of a
-// Gateway's IR that changed since its previous translation.
+// (go-control-plane envoy v3 types). It is pure: the same IR and Options
+// always give byte-identical resources and the same version. Versions are
+// content hashes (see hash.go): of every resource, of every resource type
+// and of the Gateway. A Translator (memo.go) re-translates only the parts
+// of a Gateway's IR that changed since its previous translation.
+//
+// Route tables: every HTTPS filter chain gets its own RouteConfiguration
+// (served by RDS), and so does a plaintext HTTP listener, with one virtual
+// host per hostname. With Options.RouteSplit = RouteSplitHostname, an HTTP
+// listener may instead get one RouteConfiguration per hostname, selected by
+// Envoy's scoped RDS (split.go): a change of one route then sends that
+// hostname's table only, instead of the listener's whole table.
 package translate
 
 import (
@@ -26,25 +33,65 @@ type Resources struct {
 	Clusters  []types.Resource // *clusterv3.Cluster
 	Endpoints []types.Resource // *endpointv3.ClusterLoadAssignment
 	Secrets   []types.Resource // *tlsv3.Secret
+	// ScopedRoutes are the routing scopes of listeners split by hostname
+	// (Options.RouteSplit); empty otherwise.
+	ScopedRoutes []types.Resource // *routev3.ScopedRouteConfiguration
 
-	// entries are the resources with their hashes, per type in typeOrder,
+	// entries are the resources with their hashes, per type in allTypes,
 	// each sorted by name, and hashes the hash of each type; nil when the
 	// Resources were not built by this package.
 	entries *[numTypes][]*entry
 	hashes  *[numTypes]hash
+	// scoped: translated with a route split, so the proxy may hold scoped
+	// routes (ByType lists their type even when there are none).
+	scoped bool
 }
 
-// Indexes of the types in typeOrder.
+// RouteSplit says how the route table of a plaintext HTTP listener is cut
+// into RouteConfigurations.
+type RouteSplit string
+
+const (
+	// RouteSplitNone: one RouteConfiguration per HTTP listener, with a
+	// virtual host per hostname (the default).
+	RouteSplitNone RouteSplit = "none"
+	// RouteSplitHostname: one RouteConfiguration per hostname, selected by
+	// scoped RDS on the request's host, for the HTTP listener that can be
+	// split (see split.go).
+	RouteSplitHostname RouteSplit = "hostname"
+)
+
+// ParseRouteSplit parses a RouteSplit; "" is RouteSplitNone.
+func ParseRouteSplit(s string) (RouteSplit, error) {
+	switch RouteSplit(s) {
+	case "", RouteSplitNone:
+		return RouteSplitNone, nil
+	case RouteSplitHostname:
+		return RouteSplitHostname, nil
+	}
+	return "", fmt.Errorf("unknown route split %q (want %q or %q)", s, RouteSplitNone, RouteSplitHostname)
+}
+
+// Options change how the IR is translated. The zero value is the default.
+type Options struct {
+	// RouteSplit: see RouteSplitHostname. Empty means RouteSplitNone.
+	RouteSplit RouteSplit
+}
+
+func (o Options) splitByHost() bool { return o.RouteSplit == RouteSplitHostname }
+
+// Indexes of the types in allTypes.
 const (
 	listenerIdx = iota
 	routeIdx
 	clusterIdx
 	endpointIdx
 	secretIdx
+	scopedRouteIdx
 	numTypes
 )
 
-// typeOrder is the order of resource types in All, and the order in which
+// typeOrder are the resource types of every Gateway, in the order in which
 // they are hashed into the version.
 var typeOrder = []resourcev3.Type{
 	resourcev3.ListenerType,
@@ -53,6 +100,10 @@ var typeOrder = []resourcev3.Type{
 	resourcev3.EndpointType,
 	resourcev3.SecretType,
 }
+
+// allTypes are typeOrder and the scoped routes, which only Gateways with a
+// listener split by hostname have: the order of All.
+var allTypes = append(typeOrder[:len(typeOrder):len(typeOrder)], resourcev3.ScopedRouteType)
 
 func (r *Resources) set(t resourcev3.Type, s []types.Resource) {
 	switch t {
@@ -66,6 +117,8 @@ func (r *Resources) set(t resourcev3.Type, s []types.Resource) {
 		r.Endpoints = s
 	case resourcev3.SecretType:
 		r.Secrets = s
+	case resourcev3.ScopedRouteType:
+		r.ScopedRoutes = s
 	}
 }
 
@@ -81,17 +134,24 @@ func (r *Resources) slice(t resourcev3.Type) []types.Resource {
 		return r.Endpoints
 	case resourcev3.SecretType:
 		return r.Secrets
+	case resourcev3.ScopedRouteType:
+		return r.ScopedRoutes
 	}
 	return nil
 }
 
-// ByType returns the resources keyed by xDS type URL. Every type is present,
-// even when it has no resources, so that a snapshot built from it clears
-// stale resources of that type on the proxy.
+// ByType returns the resources keyed by xDS type URL. Every type of
+// typeOrder is present, even when it has no resources, so that a snapshot
+// built from it clears stale resources of that type on the proxy; so are
+// scoped routes when there are some or the Resources were translated with a
+// route split.
 func (r *Resources) ByType() map[resourcev3.Type][]types.Resource {
-	out := make(map[resourcev3.Type][]types.Resource, len(typeOrder))
-	for _, t := range typeOrder {
+	out := make(map[resourcev3.Type][]types.Resource, len(allTypes))
+	for _, t := range allTypes {
 		s := r.slice(t)
+		if t == resourcev3.ScopedRouteType && len(s) == 0 && !r.scoped {
+			continue
+		}
 		if s == nil {
 			s = []types.Resource{}
 		}
@@ -100,12 +160,12 @@ func (r *Resources) ByType() map[resourcev3.Type][]types.Resource {
 	return out
 }
 
-// All returns every resource: listeners, routes, clusters, endpoints and
-// secrets, in that order.
+// All returns every resource: listeners, routes, clusters, endpoints,
+// secrets and scoped routes, in that order.
 func (r *Resources) All() []types.Resource {
-	n := len(r.Listeners) + len(r.Routes) + len(r.Clusters) + len(r.Endpoints) + len(r.Secrets)
+	n := len(r.Listeners) + len(r.Routes) + len(r.Clusters) + len(r.Endpoints) + len(r.Secrets) + len(r.ScopedRoutes)
 	out := make([]types.Resource, 0, n)
-	for _, t := range typeOrder {
+	for _, t := range allTypes {
 		out = append(out, r.slice(t)...)
 	}
 	return out
@@ -113,7 +173,8 @@ func (r *Resources) All() []types.Resource {
 
 // Snapshot builds a go-control-plane snapshot of the resources, versioned
 // with r.Version, and checks that it is consistent (every RDS and EDS
-// resource referenced by a listener or cluster is present, and no other).
+// resource referenced by a listener, scoped route or cluster is present,
+// and no other).
 //
 // For Resources built by this package, the snapshot carries the version of
 // every resource (its content hash) for delta xDS, so that the cache does
@@ -139,7 +200,7 @@ func (r *Resources) VersionMap() map[string]map[string]string {
 		return nil
 	}
 	out := make(map[string]map[string]string, numTypes)
-	for _, t := range typeOrder {
+	for _, t := range allTypes {
 		out[t] = r.ResourceVersions(t)
 	}
 	return out
@@ -171,7 +232,7 @@ func (r *Resources) TypeVersion(t resourcev3.Type) string {
 }
 
 func typeIndex(t resourcev3.Type) int {
-	for i, o := range typeOrder {
+	for i, o := range allTypes {
 		if o == t {
 			return i
 		}

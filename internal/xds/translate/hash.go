@@ -22,9 +22,9 @@ import (
 //	hash(route config) = sha256(len ‖ encoding of the RouteConfiguration without virtual hosts ‖ hash(virtual host)…)
 //
 // The version of a Gateway is the sha256, cut to versionLen hex characters,
-// of the type URL and the hash of each resource type, the hash of a type
-// being the sha256 of the name and hash of each of its resources, in name
-// order. Equal content gives equal versions on every replica; a change of
+// of the type URL and the hash of each resource type (scoped routes only
+// when there are some), the hash of a type being the sha256 of the name and
+// hash of each of its resources, in name order. Equal content gives equal versions on every replica; a change of
 // content changes the hash of the resource and the version.
 
 // hash is the content hash of one resource or part of one.
@@ -89,28 +89,32 @@ func newEntry(name string, res types.Resource, h hash) *entry {
 }
 
 // typeHash is the hash of the names and hashes of the resources of one
-// type, sorted by name.
-func typeHash(entries []*entry) hash {
-	h := sha256.New()
-	var n [8]byte
+// type, sorted by name. Its input is written into the reused buffer and
+// hashed at once (writing each name to a hash.Hash would allocate a copy).
+func (hs *hasher) typeHash(entries []*entry) hash {
+	b := hs.buf[:0]
 	for _, e := range entries {
-		binary.BigEndian.PutUint64(n[:], uint64(len(e.name)))
-		h.Write(n[:])
-		h.Write([]byte(e.name))
-		h.Write(e.hash[:])
+		b = binary.BigEndian.AppendUint64(b, uint64(len(e.name)))
+		b = append(b, e.name...)
+		b = append(b, e.hash[:]...)
 	}
-	var out hash
-	h.Sum(out[:0])
-	return out
+	hs.buf = b
+	return sha256.Sum256(b)
 }
 
 // gatewayVersion is the version of a Gateway from the hashes of its
-// resource types, in typeOrder.
-func gatewayVersion(types *[numTypes]hash) string {
+// resource types, in typeOrder, followed by the scoped routes' when scoped
+// (the Gateway has some): Gateways without scoped routes keep the versions
+// they had before that type existed.
+func gatewayVersion(types *[numTypes]hash, scoped bool) string {
 	h := sha256.New()
 	for i, t := range typeOrder {
 		h.Write([]byte(t))
 		h.Write(types[i][:])
+	}
+	if scoped {
+		h.Write([]byte(allTypes[scopedRouteIdx]))
+		h.Write(types[scopedRouteIdx][:])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:versionLen]
 }

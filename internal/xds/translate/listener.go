@@ -34,63 +34,75 @@ const (
 var alpnProtocols = []string{"h2", "http/1.1"}
 
 // listenersAndRoutes gives one Listener per ir.Listener and one
-// RouteConfiguration per distinct ir.RouteConfig of its filter chains.
-func (t *translator) listenersAndRoutes() (listeners, routes []*entry, err error) {
+// RouteConfiguration per distinct ir.RouteConfig of its filter chains, or,
+// for the listener split by hostname (split.go), one RouteConfiguration
+// and one ScopedRouteConfiguration per virtual host.
+func (t *translator) listenersAndRoutes() (listeners, routes, scopes []*entry, err error) {
 	rb := &routeBuilder{t: t, byName: map[string]*rcEntry{}}
 	var router *anypb.Any
 	names := map[string]bool{}
 	ports := map[uint32]string{}
+	split := t.splitListener()
 	for _, l := range t.gw.Listeners {
 		if l == nil {
-			return nil, nil, fmt.Errorf("nil listener")
+			return nil, nil, nil, fmt.Errorf("nil listener")
 		}
 		name := t.scoped(l.Name)
 		if l.Name == "" || names[name] {
-			return nil, nil, fmt.Errorf("listener name %q is empty or not unique", l.Name)
+			return nil, nil, nil, fmt.Errorf("listener name %q is empty or not unique", l.Name)
 		}
 		names[name] = true
 		if other, ok := ports[l.Port]; ok {
-			return nil, nil, fmt.Errorf("listeners %q and %q both use port %d", other, l.Name, l.Port)
+			return nil, nil, nil, fmt.Errorf("listeners %q and %q both use port %d", other, l.Name, l.Port)
 		}
 		ports[l.Port] = l.Name
-		if old := t.memo.listeners[name]; old != nil && sameListener(old.src, l) {
+		isSplit := l == split
+		if old := t.memo.listeners[name]; old != nil && old.split == isSplit && sameListener(old.src, l) {
 			// The route configs are translated anyway (they may have
 			// changed); the listener refers to them by name only.
-			if err := t.checkReused(l, rb); err != nil {
-				return nil, nil, fmt.Errorf("listener %q: %w", l.Name, err)
+			if err := t.checkReused(name, l, isSplit, rb); err != nil {
+				return nil, nil, nil, fmt.Errorf("listener %q: %w", l.Name, err)
 			}
-			t.next.listeners[name] = &listenerEntry{src: l, entry: old.entry}
+			t.next.listeners[name] = &listenerEntry{src: l, split: isSplit, entry: old.entry}
 			listeners = append(listeners, old.entry)
 			continue
 		}
 		if router == nil {
 			// Shared per-translation filter config: packed once, reused.
 			if router, err = toAny("router filter", &routerv3.Router{}); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		}
-		ll, err := t.listener(name, l, router, rb)
+		ll, err := t.listener(name, l, isSplit, router, rb)
 		if err != nil {
-			return nil, nil, fmt.Errorf("listener %q: %w", l.Name, err)
+			return nil, nil, nil, fmt.Errorf("listener %q: %w", l.Name, err)
 		}
 		e, err := t.resourceEntry(name, ll)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		t.next.listeners[name] = &listenerEntry{src: l, entry: e}
+		t.next.listeners[name] = &listenerEntry{src: l, split: isSplit, entry: e}
 		listeners = append(listeners, e)
 	}
+	if err := rb.checkSplitNames(); err != nil {
+		return nil, nil, nil, err
+	}
+	routes = make([]*entry, 0, len(rb.order)+len(rb.hostRoutes))
 	for _, e := range rb.order {
 		t.next.routeConfigs[e.name] = e
 		routes = append(routes, e.entry)
 	}
-	return listeners, routes, nil
+	routes = append(routes, rb.hostRoutes...)
+	return listeners, routes, rb.scopes, nil
 }
 
 // checkReused translates the route configs of a listener whose translation
 // is reused, and checks what its translation checked against the rest of
 // the Gateway: its certificates are among the Gateway's secrets.
-func (t *translator) checkReused(l *ir.Listener, rb *routeBuilder) error {
+func (t *translator) checkReused(name string, l *ir.Listener, split bool, rb *routeBuilder) error {
+	if split {
+		return rb.addSplit(name, l.FilterChains[0].RouteConfig)
+	}
 	for _, fc := range l.FilterChains {
 		for _, s := range fc.CertificateSecrets {
 			if !t.secrets[s] {
@@ -104,7 +116,7 @@ func (t *translator) checkReused(l *ir.Listener, rb *routeBuilder) error {
 	return nil
 }
 
-func (t *translator) listener(name string, l *ir.Listener, router *anypb.Any, rb *routeBuilder) (*listenerv3.Listener, error) {
+func (t *translator) listener(name string, l *ir.Listener, split bool, router *anypb.Any, rb *routeBuilder) (*listenerv3.Listener, error) {
 	out := &listenerv3.Listener{
 		Name:                          name,
 		Address:                       socketAddress("0.0.0.0", l.Port),
@@ -117,7 +129,13 @@ func (t *translator) listener(name string, l *ir.Listener, router *anypb.Any, rb
 			return nil, fmt.Errorf("an HTTP listener needs exactly one filter chain without server names")
 		}
 		fc := l.FilterChains[0]
-		hcm, err := t.hcmFilter(statPrefix, fc, router, rb)
+		var hcm *listenerv3.Filter
+		var err error
+		if split {
+			hcm, err = t.scopedHCMFilter(name, statPrefix, fc, router, rb)
+		} else {
+			hcm, err = t.hcmFilter(statPrefix, fc, router, rb)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -247,13 +265,19 @@ func (t *translator) hcmFilter(statPrefix string, fc *ir.FilterChain, router *an
 	if err != nil {
 		return nil, err
 	}
-	hcm := &hcmv3.HttpConnectionManager{
+	hcm := newHCM(statPrefix, router)
+	hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+		ConfigSource:    adsConfigSource(),
+		RouteConfigName: rdsName,
+	}}
+	return hcmNetworkFilter(hcm)
+}
+
+// newHCM is an HTTP connection manager without its route specifier.
+func newHCM(statPrefix string, router *anypb.Any) *hcmv3.HttpConnectionManager {
+	return &hcmv3.HttpConnectionManager{
 		CodecType:  hcmv3.HttpConnectionManager_AUTO,
 		StatPrefix: statPrefix,
-		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-			ConfigSource:    adsConfigSource(),
-			RouteConfigName: rdsName,
-		}},
 		HttpFilters: []*hcmv3.HttpFilter{{
 			Name:       wellknown.Router,
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: proto.CloneOf(router)},
@@ -274,6 +298,10 @@ func (t *translator) hcmFilter(statPrefix string, fc *ir.FilterChain, router *an
 		},
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
 	}
+}
+
+// hcmNetworkFilter packs hcm into the network filter of a filter chain.
+func hcmNetworkFilter(hcm *hcmv3.HttpConnectionManager) (*listenerv3.Filter, error) {
 	a, err := toAny("HTTP connection manager", hcm)
 	if err != nil {
 		return nil, err
@@ -314,6 +342,11 @@ type routeBuilder struct {
 	t      *translator
 	byName map[string]*rcEntry
 	order  []*rcEntry
+	// split is the translation of the listener split by hostname
+	// (addSplit), hostRoutes and scopes its route configs and scopes.
+	split      *splitMemo
+	hostRoutes []*entry
+	scopes     []*entry
 }
 
 // add translates rc (unless already done) and returns its RDS name,

@@ -21,26 +21,36 @@ import (
 //     IR object as last time, or (virtual hosts) has the same name, domain
 //     and route objects, unless a cluster it names appeared or
 //     disappeared;
+//   - with the split by hostname, a hostname's route config is reused
+//     when its virtual host is, and its scope while the hostname stays;
 //   - listeners, clusters, load assignments and secrets are reused when
 //     their IR has the same content;
 //   - when the resulting version equals the previous one, the previous
 //     *Resources is returned.
 //
-// The output is exactly that of Translate. IR given to a Translator must
-// not be modified afterwards. Translations of distinct Gateways may run
-// concurrently (TranslateAll does); those of one Gateway may not.
+// The output is exactly that of TranslateWith with the Translator's
+// Options. IR given to a Translator must not be modified afterwards.
+// Translations of distinct Gateways may run concurrently (TranslateAll
+// does); those of one Gateway may not.
 type Translator struct {
+	opts  Options
 	mu    sync.Mutex // guards memos (TranslateAll works in parallel)
 	memos map[string]*gatewayMemo
 }
 
-// NewTranslator returns a Translator that remembers nothing yet.
-func NewTranslator() *Translator {
-	return &Translator{memos: map[string]*gatewayMemo{}}
+// NewTranslator returns a Translator with the default Options that
+// remembers nothing yet.
+func NewTranslator() *Translator { return NewTranslatorWith(Options{}) }
+
+// NewTranslatorWith returns a Translator with opts that remembers nothing
+// yet.
+func NewTranslatorWith(opts Options) *Translator {
+	return &Translator{opts: opts, memos: map[string]*gatewayMemo{}}
 }
 
-// Translate is Translate, reusing what the previous translation of the
-// same Gateway built. On error the memory of the Gateway is kept as it was.
+// Translate is TranslateWith with the Translator's Options, reusing what
+// the previous translation of the same Gateway built. On error the memory
+// of the Gateway is kept as it was.
 func (x *Translator) Translate(gw *ir.Gateway) (*Resources, error) {
 	if gw == nil {
 		return nil, errors.New("translate: nil gateway")
@@ -54,7 +64,7 @@ func (x *Translator) Translate(gw *ir.Gateway) (*Resources, error) {
 	} else if memo.src == gw && memo.res != nil {
 		return memo.res, nil
 	}
-	res, next, err := translateWith(gw, memo)
+	res, next, err := translateWith(gw, memo, x.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -126,12 +136,17 @@ type gatewayMemo struct {
 	routeConfigs map[string]*rcEntry       // by resource name
 	clusters     map[string]*clusterEntry  // by cluster name
 	secrets      map[string]*secretEntry   // by secret name
+	// split is the translation of the listener split by hostname
+	// (split.go), if any.
+	split *splitMemo
 	// irClusters and irEndpoints are the cluster and load assignment
 	// entries in the order of src.Clusters.
 	irClusters, irEndpoints []*entry
 	// ents are the resources by type, sorted, and hashes their hashes.
 	ents   [numTypes][]*entry
 	hashes [numTypes]hash
+	// buf is the hasher's buffer, kept for the next translation.
+	buf []byte
 }
 
 func newGatewayMemo(gw *ir.Gateway) *gatewayMemo {
@@ -147,6 +162,8 @@ func newGatewayMemo(gw *ir.Gateway) *gatewayMemo {
 // listenerEntry is a translated listener and the IR it came from.
 type listenerEntry struct {
 	src *ir.Listener
+	// split: its routes were split by hostname (scoped RDS).
+	split bool
 	*entry
 }
 

@@ -31,9 +31,17 @@ const defaultMaxDirectResponseBody = 4096
 // disappeared, else each virtual host that has the same routes, else each
 // route.
 func (t *translator) routeConfiguration(name string, rc *ir.RouteConfig) (*rcEntry, error) {
-	old := t.memo.routeConfigs[name]
+	return t.routeTable(name, rc, t.memo.routeConfigs[name], true)
+}
+
+// routeTable translates the virtual hosts of rc, reusing those of old (the
+// previous translation of the same table) as routeConfiguration says.
+// With shell it also makes the RouteConfiguration holding them all
+// (rcEntry.entry); without, only the virtual hosts are translated, and
+// checked as they would be for one RouteConfiguration.
+func (t *translator) routeTable(name string, rc *ir.RouteConfig, old *rcEntry, shell bool) (*rcEntry, error) {
 	if old != nil && !t.clustersChangedFor(old) {
-		if out, ok, err := t.routeConfigurationInPlace(name, rc, old); ok || err != nil {
+		if out, ok, err := t.routeConfigurationInPlace(name, rc, old, shell); ok || err != nil {
 			return out, err
 		}
 	}
@@ -75,8 +83,10 @@ func (t *translator) routeConfiguration(name string, rc *ir.RouteConfig) (*rcEnt
 	if reused {
 		return old, nil
 	}
-	if err := t.routeConfigShell(name, out); err != nil {
-		return nil, err
+	if shell {
+		if err := t.routeConfigShell(name, out); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -145,7 +155,7 @@ func (t *translator) clustersChangedFor(rc *rcEntry) bool {
 // of old's IR, object for object, except some with the same names and
 // hostnames: only those are translated again, and the checks of names and
 // domains old passed still hold. ok is false when that is not the case.
-func (t *translator) routeConfigurationInPlace(name string, rc *ir.RouteConfig, old *rcEntry) (*rcEntry, bool, error) {
+func (t *translator) routeConfigurationInPlace(name string, rc *ir.RouteConfig, old *rcEntry, shell bool) (*rcEntry, bool, error) {
 	prev := old.src.VirtualHosts
 	if len(prev) != len(rc.VirtualHosts) {
 		return nil, false, nil
@@ -181,8 +191,10 @@ func (t *translator) routeConfigurationInPlace(name string, rc *ir.RouteConfig, 
 		}
 		out.vhosts[vhName] = v
 	}
-	if err := t.routeConfigShell(name, out); err != nil {
-		return nil, false, err
+	if shell {
+		if err := t.routeConfigShell(name, out); err != nil {
+			return nil, false, err
+		}
 	}
 	return out, true, nil
 }

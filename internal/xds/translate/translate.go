@@ -39,25 +39,33 @@ type validator interface {
 // The result is deterministic: equal IR gives byte-identical resources (with
 // proto.MarshalOptions{Deterministic: true}) and the same Version.
 func Translate(gw *ir.Gateway) (*Resources, error) {
+	return TranslateWith(gw, Options{})
+}
+
+// TranslateWith is Translate with options.
+func TranslateWith(gw *ir.Gateway, opts Options) (*Resources, error) {
 	if gw == nil {
 		return nil, errors.New("translate: nil gateway")
 	}
-	res, _, err := translateWith(gw, &gatewayMemo{})
+	res, _, err := translateWith(gw, &gatewayMemo{}, opts)
 	return res, err
 }
 
-func translateWith(gw *ir.Gateway, memo *gatewayMemo) (*Resources, *gatewayMemo, error) {
-	t := &translator{gw: gw, key: gw.Key(), memo: memo, next: newGatewayMemo(gw)}
+func translateWith(gw *ir.Gateway, memo *gatewayMemo, opts Options) (*Resources, *gatewayMemo, error) {
+	t := &translator{gw: gw, key: gw.Key(), opts: opts, memo: memo, next: newGatewayMemo(gw)}
+	t.hs.buf = memo.buf
 	res, err := t.translate()
 	if err != nil {
 		return nil, nil, fmt.Errorf("translate gateway %s: %w", t.key, err)
 	}
+	t.next.buf = t.hs.buf
 	return res, t.next, nil
 }
 
 type translator struct {
-	gw  *ir.Gateway
-	key string
+	gw   *ir.Gateway
+	key  string
+	opts Options
 	// clusters holds the names of gw.Clusters.
 	clusters map[string]bool
 	// secrets holds the names of gw.Secrets.
@@ -87,7 +95,7 @@ func (t *translator) translate() (*Resources, error) {
 	if ents[secretIdx], err = t.secretResources(); err != nil {
 		return nil, err
 	}
-	if ents[listenerIdx], ents[routeIdx], err = t.listenersAndRoutes(); err != nil {
+	if ents[listenerIdx], ents[routeIdx], ents[scopedRouteIdx], err = t.listenersAndRoutes(); err != nil {
 		return nil, err
 	}
 	var hashes [numTypes]hash
@@ -100,18 +108,18 @@ func (t *translator) translate() (*Resources, error) {
 			if !slices.IsSortedFunc(ents[i], byName) {
 				slices.SortStableFunc(ents[i], byName)
 			}
-			hashes[i] = typeHash(ents[i])
+			hashes[i] = t.hs.typeHash(ents[i])
 		}
 	}
 	t.next.ents, t.next.hashes = ents, hashes
-	v := gatewayVersion(&hashes)
+	v := gatewayVersion(&hashes, len(ents[scopedRouteIdx]) > 0)
 	if old := t.memo.res; old != nil && old.Version == v {
 		// Nothing changed: the previous Resources serve as they are.
 		t.next.res = old
 		return old, nil
 	}
-	res := &Resources{Gateway: t.key, Version: v, entries: &ents, hashes: &hashes}
-	for i, t := range typeOrder {
+	res := &Resources{Gateway: t.key, Version: v, entries: &ents, hashes: &hashes, scoped: t.opts.splitByHost()}
+	for i, t := range allTypes {
 		if len(ents[i]) == 0 {
 			continue
 		}

@@ -59,8 +59,12 @@ func run() int {
 	note := fs.String("note", "", "a remark quoted at the top of the markdown (e.g. what the run is a baseline of)")
 	var ctrlFlags stringList
 	fs.Var(&ctrlFlags, "controller-flag", "extra `portico controller` flag, e.g. -controller-flag=--debounce=10ms (repeatable)")
+	routeSplit := fs.String("route-split", "", "start the controllers with --route-split=VALUE (e.g. hostname)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
+	}
+	if *routeSplit != "" {
+		ctrlFlags = append(ctrlFlags, "--route-split="+*routeSplit)
 	}
 	repo, err := bench.FindRepo()
 	if err != nil {
