@@ -10,8 +10,8 @@
 // of the Lease succeeded (optimistic concurrency on the Lease's
 // resourceVersion), so two replicas never lead at once. A term ends when
 // client-go's elector fails to renew within the renew deadline, or earlier
-// when a watchdog sees that the last successful renewal is older than the
-// renew deadline (a hung renewal cannot keep a leader writing). On Run's
+// when a watchdog sees that the last successful renewal was sent more than
+// the renew deadline ago (a hung renewal cannot keep a leader writing). On Run's
 // return the Lease is released (holder cleared) when this replica held it.
 //
 // Prompt hand-over: besides campaigning every retry period, each replica
@@ -21,9 +21,42 @@
 // next retry, so a graceful hand-over takes one watch event plus one Get and
 // one Update of the Lease. The watch needs the watch verb on the Lease
 // (RBAC can grant it by resourceNames, since the request names the Lease in
-// its field selector). If the watch fails, it is retried with backoff and
-// election keeps working on the retry period alone. An expired but unreleased Lease (a crashed leader)
-// is still taken over by the retry loop, after the lease duration.
+// its field selector).
+//
+// Prompt take-over from a crashed leader: client-go's elector alone judges
+// a held Lease valid for its lease duration from the last poll (every retry
+// period, plus up to 120% jitter) that saw the record change, and notices
+// the expiry only at a later poll, so a crashed leader was replaced up to
+// lease duration + 2 × 2.2 retry periods after its last renewal. Instead,
+// the watch records, for each resourceVersion of the Lease, when it first
+// saw it on this process's monotonic clock. When the version held by
+// another replica has stayed unchanged for the lease duration written in
+// it, the follower starts a fresh campaign at once, and the lock's Get
+// reports a Lease still at that version with only the validity left from
+// that time (rounded up to whole seconds; reported without a holder once
+// none is left), so the fresh elector acquires on its first attempt. A
+// crashed leader is thus replaced about one lease duration after its last
+// renewal, whatever the retry period.
+//
+// Safety: a follower shortens a Lease's validity only by time it has itself
+// measured, on its own monotonic clock, during which the very same version
+// of the Lease stayed unchanged — a Lease read at the resourceVersion the
+// watch saw at time T was not written between T and the read. This is the
+// trust model of client-go (durations measured locally, no comparison of
+// clocks across nodes): the holder stops writing within its renew deadline
+// (plus the watchdog's tick of at most 100 ms) of sending its last
+// successful renewal — before the API server stored it, hence before any
+// follower saw it — and a follower takes over no earlier than the lease
+// duration after it saw that renewal, so lease duration − renew deadline is
+// the margin left for clock rates. A version the watch has not seen
+// (it lags, or failed) is judged by client-go's own rule, and acquiring is
+// still an Update at the resourceVersion read, which fails if anyone wrote
+// the Lease meanwhile. The adjusted record is never written: the elector
+// writes its own record.
+//
+// If the watch fails, it is retried with backoff and election keeps working
+// on the retry period alone (a released or expired Lease is then taken over
+// at a later poll).
 package leader
 
 import (
@@ -38,10 +71,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 // Config configures an Elector.
@@ -72,6 +103,7 @@ type Config struct {
 // Elector campaigns for the Lease until its context ends.
 type Elector struct {
 	cfg     Config
+	obs     *observer   // what the Lease watch saw, and when
 	leading atomic.Bool // IsLeader
 	// mu orders the start and the end of a term: client-go starts a term
 	// in a goroutine of its own, which may run after the round has ended.
@@ -112,7 +144,7 @@ func New(cfg Config) (*Elector, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Elector{cfg: cfg}, nil
+	return &Elector{cfg: cfg, obs: newObserver(cfg.Identity)}, nil
 }
 
 // Identity is this replica's holder identity.
@@ -131,28 +163,31 @@ func (e *Elector) Run(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel()
 
-	lock := &watchedLock{Interface: &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
-		Client:     e.cfg.Client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
-	}}
-	released := make(chan struct{}, 1)
-	wg.Add(1)
+	lock := newWatchedLock(e.cfg.Client.CoordinationV1(), e.cfg.Namespace, e.cfg.Name, e.cfg.Identity, e.obs)
+	wake := make(chan wakeReason, 1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		e.watchLease(ctx, released)
+		e.watchLease(ctx, wake)
+	}()
+	go func() {
+		defer wg.Done()
+		e.expireLease(ctx, wake)
 	}()
 
 	for ctx.Err() == nil {
-		interrupted, err := e.round(ctx, lock, released, &wg)
+		interrupted, err := e.round(ctx, lock, wake, &wg)
 		if err != nil {
 			return err
 		}
 		switch {
 		case ctx.Err() != nil:
-		case interrupted:
+		case interrupted == wakeReleased:
 			e.cfg.Metrics.Interrupts.Inc()
 			e.cfg.Log.Debug("lease released; campaigning at once", "identity", e.cfg.Identity)
+		case interrupted == wakeExpired:
+			e.cfg.Metrics.Expiries.Inc()
+			e.cfg.Log.Info("lease not renewed for its duration; campaigning at once", "identity", e.cfg.Identity)
 		default:
 			e.cfg.Log.Warn("lost the lease; campaigning again", "identity", e.cfg.Identity)
 			// A short pause so a flapping API server does not spin us.
@@ -165,21 +200,40 @@ func (e *Elector) Run(ctx context.Context) error {
 	return nil
 }
 
+// wakeReason is why a campaign is restarted at once.
+type wakeReason int
+
+const (
+	wakeNone     wakeReason = iota
+	wakeReleased            // the Lease was seen released or deleted
+	wakeExpired             // the Lease was seen unrenewed for its duration
+)
+
+// signal sends why on wake without blocking (one pending signal is kept).
+func signal(wake chan<- wakeReason, why wakeReason) {
+	select {
+	case wake <- why:
+	default:
+	}
+}
+
 // round runs one client-go LeaderElector: it campaigns (its first attempt is
-// immediate), leads until the term ends, then releases the Lease. A release
-// of the Lease seen by the watch while this replica has not written the
-// Lease in this round interrupts the campaign (interrupted is true), so the
-// caller starts a fresh one at once. Goroutines that outlive the round
-// (the term's watchdog) are added to wg.
-func (e *Elector) round(ctx context.Context, lock *watchedLock, released <-chan struct{}, wg *sync.WaitGroup) (interrupted bool, err error) {
+// immediate), leads until the term ends, then releases the Lease. A signal
+// on wake (the Lease released, or expired) while this replica has not
+// written the Lease in this round interrupts the campaign (interrupted is
+// the signal's reason, else wakeNone), so the caller starts a fresh one at
+// once. Goroutines that outlive the round (the term's watchdog) are added
+// to wg.
+func (e *Elector) round(ctx context.Context, lock *watchedLock, wake <-chan wakeReason, wg *sync.WaitGroup) (interrupted wakeReason, err error) {
 	// A round ends when client-go's elector returns, when our watchdog ends
-	// the term first, or when a release interrupts the campaign.
+	// the term first, or when a release or expiry interrupts the campaign.
 	round, endRound := context.WithCancel(ctx)
 	defer endRound()
 	lock.startRound()
-	// A release seen before now is seen by the round's first attempt.
+	// A release or expiry seen before now is seen by the round's first
+	// attempt.
 	select {
-	case <-released:
+	case <-wake:
 	default:
 	}
 	termCalled := make(chan struct{}) // closed once OnStartedLeading ran
@@ -204,20 +258,20 @@ func (e *Elector) round(ctx context.Context, lock *watchedLock, released <-chan 
 		},
 	})
 	if err != nil {
-		return false, err
+		return wakeNone, err
 	}
 
-	var interrupt atomic.Bool
+	var interrupt atomic.Int32 // a wakeReason
 	watcherDone := make(chan struct{})
 	go func() {
 		defer close(watcherDone)
 		select {
 		case <-round.Done():
-		case <-released:
+		case why := <-wake:
 			// Only a campaign is interrupted: once this replica wrote the
 			// Lease in this round (it leads, or is about to), it is not.
 			if lock.interrupt() {
-				interrupt.Store(true)
+				interrupt.Store(int32(why))
 				endRound()
 			}
 		}
@@ -232,7 +286,7 @@ func (e *Elector) round(ctx context.Context, lock *watchedLock, released <-chan 
 		// wait for it, so it cannot run after Run returned.
 		<-termCalled
 	}
-	return interrupt.Load(), nil
+	return wakeReason(interrupt.Load()), nil
 }
 
 // startTerm is OnStartedLeading: unless the round already ended, it starts
@@ -280,7 +334,8 @@ func (e *Elector) stopTerm() {
 }
 
 // watchdog ends the term (stop) once the last successful renewal of the
-// Lease is older than RenewDeadline, and returns when the term ends.
+// Lease was sent more than RenewDeadline ago, and returns when the term
+// ends.
 func (e *Elector) watchdog(term context.Context, stop context.CancelFunc, lock *watchedLock) {
 	tick := time.NewTicker(min(e.cfg.RetryPeriod/2, 100*time.Millisecond))
 	defer tick.Stop()
@@ -308,6 +363,9 @@ type Metrics struct {
 	// Interrupts counts campaigns restarted at once because the Lease was
 	// seen released.
 	Interrupts prometheus.Counter
+	// Expiries counts campaigns restarted at once because the Lease, held
+	// by another replica, was seen unrenewed for its lease duration.
+	Expiries prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg when not nil.
@@ -325,9 +383,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "portico_leader_release_campaigns_total",
 			Help: "Campaigns started at once because the Lease was seen released, instead of at the next retry.",
 		}),
+		Expiries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "portico_leader_expiry_campaigns_total",
+			Help: "Campaigns started at once because the Lease held by another replica was seen unrenewed for its lease duration, instead of at the next retry.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Leader, m.Transitions, m.Interrupts)
+		reg.MustRegister(m.Leader, m.Transitions, m.Interrupts, m.Expiries)
 	}
 	return m
 }

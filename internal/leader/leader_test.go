@@ -226,7 +226,7 @@ func TestWatchSignalsReleases(t *testing.T) {
 		}
 		return l
 	}
-	released := make(chan struct{}, 1)
+	released := make(chan wakeReason, 1)
 	type result struct {
 		rv  string
 		err error
@@ -242,7 +242,10 @@ func TestWatchSignalsReleases(t *testing.T) {
 	signalled := func() bool {
 		fw.Action(watch.Bookmark, lease(testName, "", "")) // the previous event was handled
 		select {
-		case <-released:
+		case why := <-released:
+			if why != wakeReleased {
+				t.Errorf("signalled %v, want wakeReleased", why)
+			}
 			return true
 		default:
 			return false
@@ -266,6 +269,16 @@ func TestWatchSignalsReleases(t *testing.T) {
 		fw.Action(tc.typ, tc.obj)
 		if got := signalled(); got != tc.want {
 			t.Errorf("%s: signalled %v, want %v", tc.what, got, tc.want)
+		}
+		// The observer keeps the last version of our Lease seen, not
+		// bookmarks or other Leases, and forgets a deleted Lease.
+		e.obs.mu.Lock()
+		got := e.obs.cur
+		e.obs.mu.Unlock()
+		want := map[string]string{"the Lease held": "1", "a renewal": "2", "another Lease released": "2",
+			"the Lease released": "4", "the Lease taken": "5", "the Lease deleted": ""}[tc.what]
+		if got.rv != want || (want == "5" && got.holder != "c") {
+			t.Errorf("%s: observed version %q held by %q, want %q", tc.what, got.rv, got.holder, want)
 		}
 	}
 	fw.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError, Message: "boom"})
@@ -296,11 +309,7 @@ func TestWatchSignalsReleases(t *testing.T) {
 // interrupt no write of the round reaches the API server.
 func TestLockInterrupt(t *testing.T) {
 	cs := fake.NewClientset()
-	lock := &watchedLock{Interface: &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: testNS, Name: testName},
-		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: "a"},
-	}}
+	lock := newWatchedLock(cs.CoordinationV1(), testNS, testName, "a", newObserver("a"))
 	ctx := context.Background()
 	rec := resourcelock.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 10,
 		AcquireTime: metav1.NewTime(time.Now()), RenewTime: metav1.NewTime(time.Now())}

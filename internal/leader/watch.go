@@ -22,20 +22,22 @@ const (
 	maxWatchBackoff = 2 * time.Minute
 )
 
-// watchLease watches the Lease until ctx is done and signals released
-// (without blocking; one pending signal is kept) whenever the Lease is seen
-// without a holder or deleted. A watch that fails, or ends within the retry
-// period, is retried after a backoff that starts at the retry period and
-// doubles up to maxWatchBackoff; a watch that ran longer is resumed at once,
-// and one whose resourceVersion expired restarts from the current state.
-func (e *Elector) watchLease(ctx context.Context, released chan<- struct{}) {
+// watchLease watches the Lease until ctx is done, records every version it
+// sees in e.obs (for expiries, see expireLease and observer.adjust), and
+// signals wakeReleased on wake (without blocking; one pending signal is
+// kept) whenever the Lease is seen without a holder or deleted. A watch
+// that fails, or ends within the retry period, is retried after a backoff
+// that starts at the retry period and doubles up to maxWatchBackoff; a
+// watch that ran longer is resumed at once, and one whose resourceVersion
+// expired restarts from the current state.
+func (e *Elector) watchLease(ctx context.Context, wake chan<- wakeReason) {
 	backoff := e.cfg.RetryPeriod
 	rv := ""
 	failing := false
 	for ctx.Err() == nil {
 		start, from := time.Now(), rv
 		var err error
-		rv, err = e.watchOnce(ctx, rv, released)
+		rv, err = e.watchOnce(ctx, rv, wake)
 		if ctx.Err() != nil {
 			return
 		}
@@ -73,7 +75,7 @@ func (e *Elector) watchLease(ctx context.Context, released chan<- struct{}) {
 // watchOnce runs one watch of the Lease from resourceVersion rv ("" starts
 // with the current state) and returns the resourceVersion to resume from.
 // It returns a nil error when the watch ended normally.
-func (e *Elector) watchOnce(ctx context.Context, rv string, released chan<- struct{}) (string, error) {
+func (e *Elector) watchOnce(ctx context.Context, rv string, wake chan<- wakeReason) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, watchTimeout+watchGrace)
 	defer cancel()
 	timeout := int64(watchTimeout / time.Second)
@@ -115,11 +117,13 @@ func (e *Elector) watchOnce(ctx context.Context, rv string, released chan<- stru
 		if ev.Type == watch.Bookmark || lease.Name != e.cfg.Name {
 			continue
 		}
+		if ev.Type == watch.Deleted {
+			e.obs.forget()
+		} else {
+			e.obs.observe(lease)
+		}
 		if ev.Type == watch.Deleted || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
-			select {
-			case released <- struct{}{}:
-			default:
-			}
+			signal(wake, wakeReleased)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -147,6 +148,19 @@ type leaseElector struct {
 	done     chan struct{}
 	requests atomic.Int64 // Lease requests other than watches
 	watches  atomic.Int64 // Lease watches the API server accepted
+	// crashed makes every later Lease request fail, as if the process had
+	// died: nothing is renewed or released.
+	crashed atomic.Bool
+	renewed atomic.Pointer[time.Time] // when the last successful Lease write returned
+}
+
+// lastWrite is when the elector's last successful write of the Lease
+// returned.
+func (le *leaseElector) lastWrite() time.Time {
+	if p := le.renewed.Load(); p != nil {
+		return *p
+	}
+	return time.Time{}
 }
 
 func startElector(t *testing.T, ns, name string, lease, renew, retry time.Duration) *leaseElector {
@@ -158,9 +172,17 @@ func startElector(t *testing.T, ns, name string, lease, renew, retry time.Durati
 			if !strings.Contains(req.URL.Path, "/leases") {
 				return rt.RoundTrip(req)
 			}
+			if le.crashed.Load() {
+				return nil, errors.New("fault: the elector crashed")
+			}
 			if req.URL.Query().Get("watch") != "true" {
 				le.requests.Add(1)
-				return rt.RoundTrip(req)
+				resp, err := rt.RoundTrip(req)
+				if err == nil && resp.StatusCode < 300 && (req.Method == http.MethodPut || req.Method == http.MethodPost) {
+					now := time.Now()
+					le.renewed.Store(&now)
+				}
+				return resp, err
 			}
 			resp, err := rt.RoundTrip(req)
 			if err == nil && resp.StatusCode == http.StatusOK {
@@ -267,6 +289,85 @@ func TestReleasedLeaseTakenOverBeforeRetry(t *testing.T) {
 	}
 	if got := leaders(); len(got) != 1 || got[0] != next {
 		t.Fatalf("leadership moved again after the hand-over")
+	}
+}
+
+// A leader that stops renewing without releasing the Lease (it crashed) is
+// replaced once the Lease has gone unrenewed for the lease duration, as
+// measured by the followers' watch of the Lease — not up to two jittered
+// retry periods later, as with client-go's polling alone (observed time up
+// to 2.2 retry periods late, then noticed at the next poll). With a retry
+// period of 2.5 s (polls every 2.5–5.5 s) and a 4 s lease, polling alone
+// takes 4–15 s; the watch takes the lease duration plus a Get and an
+// Update. The old leader stops within its renew deadline, before anyone
+// else leads.
+func TestCrashedLeaderReplacedAtLeaseExpiry(t *testing.T) {
+	f := newFixture(t)
+	const lease, renew, retry = 4 * time.Second, 3500 * time.Millisecond, 2500 * time.Millisecond
+	es := []*leaseElector{
+		startElector(t, f.ns, "a", lease, renew, retry),
+		startElector(t, f.ns, "b", lease, renew, retry),
+		startElector(t, f.ns, "c", lease, renew, retry),
+	}
+	leaders := func() []*leaseElector {
+		var l []*leaseElector
+		for _, e := range es {
+			if e.e.IsLeader() {
+				l = append(l, e)
+			}
+		}
+		if len(l) > 1 {
+			t.Fatalf("two leaders at once: %s and %s", l[0].name, l[1].name)
+		}
+		return l
+	}
+	eventually(t, 10*time.Second, "a leader", func() bool { return len(leaders()) == 1 })
+	old := leaders()[0]
+	var followers []*leaseElector
+	for _, e := range es {
+		if e != old {
+			followers = append(followers, e)
+		}
+	}
+	eventually(t, 10*time.Second, "followers watch the Lease", func() bool {
+		return followers[0].watches.Load() > 0 && followers[1].watches.Load() > 0
+	})
+	// A renewal the followers' watches see, so they have observed the
+	// Lease being renewed before the crash.
+	seen := old.lastWrite()
+	eventually(t, 3*retry, "a renewal", func() bool { return old.lastWrite().After(seen) })
+
+	old.crashed.Store(true)
+	var next *leaseElector
+	eventually(t, lease+5*retry, "a follower leads", func() bool {
+		if l := leaders(); len(l) == 1 && l[0] != old {
+			next = l[0]
+			return true
+		}
+		return false
+	})
+	led := time.Now()
+	// No write of the crashed leader can land after this point (a write in
+	// flight at the crash has returned long since: requests time out
+	// within the renew deadline).
+	took := led.Sub(old.lastWrite())
+	t.Logf("crash: %s led %s after the crashed leader's last renewal (lease %s, retry %s)",
+		next.name, took.Round(time.Millisecond), lease, retry)
+	if took > lease+time.Second {
+		t.Errorf("takeover %s after the last renewal, want within the lease duration (%s) + 1s", took.Round(time.Millisecond), lease)
+	}
+	if took < lease-100*time.Millisecond {
+		t.Errorf("takeover %s after the last renewal, before the Lease (%s) expired", took.Round(time.Millisecond), lease)
+	}
+	var l coordinationv1.Lease
+	if err := k8s.Get(f.ctx, f.key(leaseName), &l); err != nil {
+		t.Fatal(err)
+	}
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != next.name {
+		t.Fatalf("Lease held by %q, want %s", h, next.name)
+	}
+	if d := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); d != int32(lease/time.Second) {
+		t.Fatalf("Lease duration %ds written, want the new holder's %s", d, lease)
 	}
 }
 
