@@ -60,8 +60,8 @@ func TestDeterminism(t *testing.T) {
 		res := translate(shuffled...)
 		if first == nil {
 			first = res
-			if len(res.Gateways) != 1 || len(res.Statuses) < 6 {
-				t.Fatalf("unexpected result: %d gateways, %d statuses", len(res.Gateways), len(res.Statuses))
+			if len(res.Gateways) != 1 || res.StatusSet.Len() < 6 {
+				t.Fatalf("unexpected result: %d gateways, %d statuses", len(res.Gateways), res.StatusSet.Len())
 			}
 			continue
 		}
@@ -70,8 +70,9 @@ func TestDeterminism(t *testing.T) {
 		}
 	}
 	// Statuses are sorted by kind, namespace and name.
-	for i := 1; i < len(first.Statuses); i++ {
-		a, b := first.Statuses[i-1], first.Statuses[i]
+	list := statusList(first)
+	for i := 1; i < len(list); i++ {
+		a, b := list[i-1], list[i]
 		if a.Kind > b.Kind || (a.Kind == b.Kind && (a.Namespace > b.Namespace || (a.Namespace == b.Namespace && a.Name >= b.Name))) {
 			t.Errorf("statuses not sorted: %s before %s", a.Key(), b.Key())
 		}
@@ -101,14 +102,14 @@ func deepCopySnapshot(s *resource.Snapshot) *resource.Snapshot {
 }
 
 func TestNilAndEmptyInput(t *testing.T) {
-	if res := Translate(nil, Options{}); res == nil || len(res.Statuses) != 0 {
+	if res := Translate(nil, Options{}); res == nil || res.StatusSet.Len() != 0 {
 		t.Errorf("nil snapshot: %+v", res)
 	}
-	if res := Translate(resource.New(), Options{ControllerName: testController}); len(res.Statuses) != 0 || len(res.Gateways) != 0 {
+	if res := Translate(resource.New(), Options{ControllerName: testController}); res.StatusSet.Len() != 0 || len(res.Gateways) != 0 {
 		t.Errorf("empty snapshot: %+v", res)
 	}
 	// No controller name: nothing is ours.
-	if res := Translate(gen.Snapshot(3), Options{}); len(res.Statuses) != 0 {
-		t.Errorf("empty controller name claimed %d objects", len(res.Statuses))
+	if res := Translate(gen.Snapshot(3), Options{}); res.StatusSet.Len() != 0 {
+		t.Errorf("empty controller name claimed %d objects", res.StatusSet.Len())
 	}
 }

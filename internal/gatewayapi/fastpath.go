@@ -190,7 +190,6 @@ func (x *Incremental) routesOnly(snap *resource.Snapshot, opts Options, a *affec
 	part.Gateways = t.buildIR()
 	part.Infra = t.infraSpecs(part.Gateways)
 	sortStatuses(t.statuses)
-	part.Statuses = t.statuses
 
 	for _, r := range changed {
 		delete(m.routes, r)
@@ -212,7 +211,7 @@ func (x *Incremental) routesOnly(snap *resource.Snapshot, opts Options, a *affec
 		}
 		scope = append(scope, statusKey{kind, r.Key})
 	}
-	res := x.merge(part, scope, a.gateways)
+	res := x.merge(part, t.statuses, scope, a.gateways)
 	st.Gateways, st.Routes = len(t.gwOrder), len(changed)
 	st.StatusesChanged = true
 	return res, st, true
@@ -321,39 +320,14 @@ func keyOfStatus(s *Status) statusKey {
 	return statusKey{s.Kind, resource.Key{Namespace: s.Namespace, Name: s.Name}}
 }
 
-// mergeStatuses returns prev with the statuses of the scope replaced by
-// those of part (sorted, all in scope); a status of the scope missing from
-// part is removed.
-func mergeStatuses(prev, part []Status, scope []statusKey) []Status {
+// merge combines the previous result with part, which holds the IR and
+// infrastructure of gateways, and with statuses (sorted), those of scope:
+// a status of scope missing from statuses is removed. The statuses of the
+// previous result outside scope are shared, not copied.
+func (x *Incremental) merge(part *Result, statuses []Status, scope []statusKey, gateways set[resource.Key]) *Result {
 	slices.SortFunc(scope, compareStatusKeys)
-	out := make([]Status, 0, len(prev)+len(part))
-	i, j := 0, 0
-	for _, k := range scope {
-		// Copy the statuses before k.
-		n, found := slices.BinarySearchFunc(prev[i:], k, func(s Status, k statusKey) int { return compareStatusKeys(keyOfStatus(&s), k) })
-		out = append(out, prev[i:i+n]...)
-		i += n
-		if found {
-			i++
-		}
-		for j < len(part) && compareStatusKeys(keyOfStatus(&part[j]), k) <= 0 {
-			out = append(out, part[j])
-			j++
-		}
-	}
-	out = append(out, prev[i:]...)
-	out = append(out, part[j:]...)
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-// merge combines the previous result with part, which holds the statuses
-// of scope and the IR and infrastructure of gateways.
-func (x *Incremental) merge(part *Result, scope []statusKey, gateways set[resource.Key]) *Result {
 	res := &Result{
-		Statuses: mergeStatuses(x.res.Statuses, part.Statuses, scope),
+		StatusSet: x.res.StatusSet.apply(statusEdits(statuses, slices.Compact(scope))),
 		Gateways: mergeSorted(x.res.Gateways, part.Gateways, func(g **ir.Gateway) bool {
 			return hasKey(gateways, resource.Key{Namespace: (*g).Namespace, Name: (*g).Name})
 		}, func(a, b **ir.Gateway) int { return compareNames((*a).Namespace, (*a).Name, (*b).Namespace, (*b).Name) }),

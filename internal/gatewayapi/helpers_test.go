@@ -184,23 +184,24 @@ func refGrant(ns, name, fromKind, fromNS, toKind string, toName *string) *gwv1be
 // status finds the status of an object in a result.
 func status(t *testing.T, res *Result, kind, ns, name string) *Status {
 	t.Helper()
-	for i := range res.Statuses {
-		s := &res.Statuses[i]
-		if s.Kind == kind && s.Namespace == ns && s.Name == name {
-			return s
-		}
+	if s := res.StatusSet.Get(kind, ns, name); s != nil {
+		return s
 	}
 	t.Fatalf("no status for %s %s/%s", kind, ns, name)
 	return nil
 }
 
 func hasStatus(res *Result, kind, ns, name string) bool {
+	return res.StatusSet.Get(kind, ns, name) != nil
+}
+
+// statusList returns the statuses of a result, in order.
+func statusList(res *Result) []Status {
+	var out []Status
 	for _, s := range res.Statuses {
-		if s.Kind == kind && s.Namespace == ns && s.Name == name {
-			return true
-		}
+		out = append(out, s)
 	}
-	return false
+	return out
 }
 
 func cond(t *testing.T, conds []metav1.Condition, typ string) metav1.Condition {

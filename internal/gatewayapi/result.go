@@ -41,12 +41,27 @@ type Result struct {
 	// Gateways is the IR of every Gateway of our classes that is accepted,
 	// sorted by namespace/name.
 	Gateways []*ir.Gateway
-	// Statuses is the desired status of every object of ours, sorted by
-	// kind, namespace and name.
-	Statuses []Status
+	// StatusSet holds the desired status of every object of ours, sorted
+	// by kind, namespace and name. An incremental translation's set shares
+	// what did not change with the previous one (see StatusSet and
+	// DiffStatuses).
+	StatusSet StatusSet
 	// Infra is, for every Gateway of our classes, what its proxies need,
 	// sorted by namespace/name.
 	Infra []infra.Spec
+}
+
+// Statuses yields the statuses, in order, each with its index:
+//
+//	for _, s := range res.Statuses { ... }
+//
+// It copies each status; StatusSet.All yields pointers.
+func (r *Result) Statuses(yield func(int, Status) bool) {
+	for i, s := range r.StatusSet.All() {
+		if !yield(i, *s) {
+			return
+		}
+	}
 }
 
 // Status is the desired status of one object. Exactly one of the typed

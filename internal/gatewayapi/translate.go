@@ -107,7 +107,10 @@ func Translate(snap *resource.Snapshot, opts Options) *Result {
 	if snap == nil {
 		return res
 	}
-	return newTranslator(snap, opts).run(res)
+	t := newTranslator(snap, opts)
+	t.run(res)
+	res.StatusSet = NewStatusSet(t.statuses)
+	return res
 }
 
 func newTranslator(snap *resource.Snapshot, opts Options) *translator {
@@ -123,7 +126,8 @@ func newTranslator(snap *resource.Snapshot, opts Options) *translator {
 	}
 }
 
-// run translates the snapshot (or the scope) into res.
+// run translates the snapshot (or the scope) into res, and leaves the
+// statuses, sorted, in t.statuses.
 func (t *translator) run(res *Result) *Result {
 	t.processClasses()
 	t.processGateways()
@@ -135,7 +139,6 @@ func (t *translator) run(res *Result) *Result {
 	res.Gateways = t.buildIR()
 	res.Infra = t.infraSpecs(res.Gateways)
 	sortStatuses(t.statuses)
-	res.Statuses = t.statuses
 	return res
 }
 

@@ -55,7 +55,7 @@ func BenchmarkFullTranslation(b *testing.B) {
 type nopSink struct{}
 
 func (nopSink) Update(context.Context, []*translate.Resources) error { return nil }
-func (nopSink) Publish([]gatewayapi.Status)                          {}
+func (nopSink) Publish(gatewayapi.StatusSet)                         {}
 
 // benchPipeline returns a pipeline that has translated snap.
 func benchPipeline(b *testing.B, snap *resource.Snapshot) *Pipeline {

@@ -28,7 +28,7 @@ type countingSink struct {
 	updates  int
 	publish  int
 	last     []*translate.Resources
-	statuses []gatewayapi.Status
+	statuses gatewayapi.StatusSet
 }
 
 func (s *countingSink) Update(_ context.Context, res []*translate.Resources) error {
@@ -37,7 +37,7 @@ func (s *countingSink) Update(_ context.Context, res []*translate.Resources) err
 	return nil
 }
 
-func (s *countingSink) Publish(st []gatewayapi.Status) {
+func (s *countingSink) Publish(st gatewayapi.StatusSet) {
 	s.publish++
 	s.statuses = st
 }
@@ -182,7 +182,7 @@ func TestEndpointsFastPath(t *testing.T) {
 	if sink.publish != 1 {
 		t.Errorf("statuses published %d times, want once", sink.publish)
 	}
-	if &after.Result.Statuses[0] != &before.Result.Statuses[0] {
+	if after.Result.StatusSet != before.Result.StatusSet {
 		t.Error("statuses recomputed")
 	}
 

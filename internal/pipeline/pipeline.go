@@ -68,8 +68,10 @@ type XDSSink interface {
 
 // StatusSink receives the desired statuses after each translation. Publish
 // must not block: it is called from the pipeline's only goroutine.
+// Successive sets share what did not change (gatewayapi.DiffStatuses
+// finds the changes). *status.Writer satisfies it.
 type StatusSink interface {
-	Publish(statuses []gatewayapi.Status)
+	Publish(statuses gatewayapi.StatusSet)
 }
 
 // InfraSink receives what the proxies of every Gateway need after each
@@ -348,7 +350,7 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot, queued 
 	// Statuses and proxies do not depend on endpoints: an endpoints-only
 	// translation has nothing new for them.
 	if p.cfg.Status != nil && stats.StatusesChanged {
-		p.cfg.Status.Publish(res.Statuses)
+		p.cfg.Status.Publish(res.StatusSet)
 	}
 	if p.cfg.Infra != nil && stats.InfraChanged {
 		p.cfg.Infra.Publish(res.Infra)
@@ -483,7 +485,7 @@ func (p *Pipeline) logChanges(prev, cur *Result, xlate, queued time.Duration, sn
 		"mode", cur.Stats.Mode, "changes", cur.Stats.Changes, "retranslatedGateways", cur.Stats.Gateways,
 		"objects", snap.Len(),
 		"gateways", len(cur.XDS),
-		"statuses", len(cur.Result.Statuses),
+		"statuses", cur.Result.StatusSet.Len(),
 		"added", added, "changed", changed, "removed", removed,
 		"queued", queued, "translate", xlate, "total", cur.Duration)
 }

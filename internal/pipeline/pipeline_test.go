@@ -60,9 +60,9 @@ func (s *sink) next(t *testing.T) []*translate.Resources {
 	}
 }
 
-type statusSink struct{ got chan []gatewayapi.Status }
+type statusSink struct{ got chan gatewayapi.StatusSet }
 
-func (s *statusSink) Publish(st []gatewayapi.Status) { s.got <- st }
+func (s *statusSink) Publish(st gatewayapi.StatusSet) { s.got <- st }
 
 // snapshot returns a snapshot with the named gateways ("ns/name"); each
 // gateway's generation is its xDS version in the fake translators.
@@ -91,17 +91,19 @@ func install(p *Pipeline) *fake {
 	p.translateInputs = func(snap *resource.Snapshot, opts gatewayapi.Options) *gatewayapi.Result {
 		f.translated <- snap
 		res := &gatewayapi.Result{}
+		var statuses []gatewayapi.Status
 		for _, k := range resource.SortedKeys(snap.Gateways) {
 			gw := snap.Gateways.Value(k)
 			f.mu.Lock()
 			f.gen = gw.Generation
 			f.mu.Unlock()
 			res.Gateways = append(res.Gateways, &ir.Gateway{Namespace: k.Namespace, Name: k.Name})
-			res.Statuses = append(res.Statuses, gatewayapi.Status{
+			statuses = append(statuses, gatewayapi.Status{
 				Kind: gatewayapi.KindGateway, Namespace: k.Namespace, Name: k.Name,
 				Gateway: &gwv1.GatewayStatus{Conditions: []metav1.Condition{{Type: "Accepted", Status: "True", LastTransitionTime: opts.Now}}},
 			})
 		}
+		res.StatusSet = gatewayapi.NewStatusSet(statuses)
 		return res
 	}
 	p.translateXDS = func(gw *ir.Gateway) (*translate.Resources, error) {
@@ -178,7 +180,7 @@ func TestMaxDelayBoundsContinuousSubmits(t *testing.T) {
 
 func TestReadyAndAccessors(t *testing.T) {
 	s := newSink()
-	st := &statusSink{got: make(chan []gatewayapi.Status, 10)}
+	st := &statusSink{got: make(chan gatewayapi.StatusSet, 10)}
 	clock := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	m := metrics.New()
 	p := New(Config{XDS: s, Status: st, Metrics: m, Debounce: time.Millisecond, Clock: func() time.Time { return clock }})
@@ -207,8 +209,9 @@ func TestReadyAndAccessors(t *testing.T) {
 		t.Fatal("not ready after the first translation")
 	}
 	statuses := <-st.got
-	if len(statuses) != 2 || !statuses[0].Gateway.Conditions[0].LastTransitionTime.Time.Equal(clock) {
-		t.Errorf("statuses = %+v (want 2, with Now from Clock)", statuses)
+	if first := statuses.Get(gatewayapi.KindGateway, "default", "gw"); statuses.Len() != 2 || first == nil ||
+		!first.Gateway.Conditions[0].LastTransitionTime.Time.Equal(clock) {
+		t.Errorf("%d statuses, default/gw's %+v (want 2, with Now from Clock)", statuses.Len(), first)
 	}
 
 	l := p.Latest()
@@ -266,7 +269,7 @@ func TestFailedGatewayKeepsPreviousResources(t *testing.T) {
 
 func TestXDSUpdateErrorIsLoggedAndLoopGoesOn(t *testing.T) {
 	s := newSink()
-	st := &statusSink{got: make(chan []gatewayapi.Status, 10)}
+	st := &statusSink{got: make(chan gatewayapi.StatusSet, 10)}
 	logs := make(records, 100)
 	p := New(Config{XDS: s, Status: st, Debounce: time.Millisecond, Log: slog.New(logs)})
 	install(p)

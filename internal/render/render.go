@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -86,7 +87,7 @@ type GatewayXDS struct {
 }
 
 // Build renders res (which may be nil) and xds. Statuses keep the order of
-// res.Statuses; gateways are sorted by name.
+// res.StatusSet (by kind, namespace and name); gateways are sorted by name.
 func Build(res *gatewayapi.Result, xds []*translate.Resources, opts Options) (*Output, error) {
 	out := &Output{Statuses: Statuses(res), XDS: []GatewayXDS{}}
 	for _, r := range xds {
@@ -109,8 +110,8 @@ func Statuses(res *gatewayapi.Result) []StatusObject {
 	if res == nil {
 		return objs
 	}
-	for i := range res.Statuses {
-		s := &res.Statuses[i]
+	objs = slices.Grow(objs, res.StatusSet.Len())
+	for _, s := range res.StatusSet.All() {
 		objs = append(objs, StatusObject{
 			APIVersion: APIVersion,
 			Kind:       s.Kind,

@@ -114,7 +114,7 @@ func TestPublishCoalescesAndClearsRoutes(t *testing.T) {
 		Route: &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{parent(ours, "gw", cond("Accepted", "True", t0))}}}
 	gc := gatewayapi.Status{Kind: gatewayapi.KindGatewayClass, Name: "c", Generation: 1,
 		GatewayClass: &gwv1.GatewayClassStatus{Conditions: []metav1.Condition{cond("Accepted", "True", t0)}}}
-	w.Publish([]gatewayapi.Status{route, gc})
+	w.Publish(setOf(route, gc))
 	if n := w.Pending(); n != 2 {
 		t.Fatalf("pending = %d, want 2", n)
 	}
@@ -122,13 +122,13 @@ func TestPublishCoalescesAndClearsRoutes(t *testing.T) {
 	// and many publishes of one object keep one queue entry.
 	for i := range 10 {
 		route.Route.Parents[0].Conditions[0].LastTransitionTime = metav1.NewTime(t1.Add(time.Duration(i) * time.Second))
-		w.Publish([]gatewayapi.Status{route, gc})
+		w.Publish(setOf(route, gc))
 	}
 	if n := w.Pending(); n != 2 {
 		t.Fatalf("pending = %d after re-publishing, want 2", n)
 	}
 	// The route loses its parents: its entry stays, asking to clear ours.
-	w.Publish([]gatewayapi.Status{gc})
+	w.Publish(setOf(gc))
 	w.mu.Lock()
 	e := w.desired[route.Key()]
 	_, gcKept := w.desired[gc.Key()]

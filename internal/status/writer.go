@@ -4,8 +4,9 @@
 // The translation loop calls Publish, which records the latest desired status
 // per object and enqueues the keys that changed; it never waits on the API
 // server, and its cost grows with the number of changed statuses, not with
-// the number of objects: a status the translator carried over from its
-// previous result (the same content pointers) is not compared again.
+// the number of objects: the published gatewayapi.StatusSet shares what the
+// translator carried over from its previous result, and
+// gatewayapi.DiffStatuses skips what two sets share.
 // Workers take keys from a workqueue (one entry per object, so memory is
 // bounded by the number of objects and intermediate states coalesce),
 // compare with the informer cache, skip no-op writes, and update the status
@@ -32,7 +33,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
@@ -90,10 +90,9 @@ type Writer struct {
 
 	mu      sync.Mutex
 	desired map[string]*entry
-	// published is the argument of the last Publish, and sorted whether it
-	// is in the translator's order (then the next Publish merges with it).
-	published []gatewayapi.Status
-	sorted    bool
+	// published is the argument of the last Publish: every object of
+	// desired has a status in it, or is a route's removal entry.
+	published gatewayapi.StatusSet
 	// leadCtx is the context of the current term; nil when not leading. It
 	// is cancelled when leadership is lost, which aborts in-flight writes.
 	leadCtx context.Context
@@ -166,78 +165,24 @@ func newWriter(cfg Config, clk clock.WithTicker) *Writer {
 // Other kinds that disappear are forgotten (their objects were deleted or
 // are no longer ours).
 //
-// statuses must not be modified afterwards. In the translator's order (by
-// kind, namespace and name) they are merged with the previous call's, and
-// a status whose content pointers are those of the previous call is taken
-// as unchanged without comparing it: the cost is that of the changes.
-// Otherwise every status is compared.
-func (w *Writer) Publish(statuses []gatewayapi.Status) {
+// The changes since the previous call are found with
+// gatewayapi.DiffStatuses: the parts of the set shared with the previous
+// one (what an incremental translation carried over) are not looked at, so
+// the cost is that of the changes. A status that changed only its pointers
+// is compared with the desired one (condition times aside) and enqueued
+// only if it differs.
+func (w *Writer) Publish(statuses gatewayapi.StatusSet) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.sorted || !w.publishMerged(statuses) {
-		w.publishAll(statuses)
-		w.sorted = isSorted(statuses)
+	for old, cur := range gatewayapi.DiffStatuses(w.published, statuses) {
+		if cur == nil {
+			w.remove(old.Key())
+		} else {
+			w.set(cur)
+		}
 	}
 	w.published = statuses
 	w.cfg.Metrics.QueueDepth.Set(float64(w.queue.Len()))
-}
-
-// publishMerged walks the previous and the new statuses, both sorted, and
-// applies the differences. It returns false, having changed nothing, when
-// cur is not sorted.
-func (w *Writer) publishMerged(cur []gatewayapi.Status) bool {
-	prev := w.published
-	var changed, removed []int
-	i, j := 0, 0
-	for i < len(prev) || j < len(cur) {
-		var c int
-		switch {
-		case i == len(prev):
-			c = 1
-		case j == len(cur):
-			c = -1
-		default:
-			c = compareStatuses(&prev[i], &cur[j])
-		}
-		if c >= 0 && j > 0 && compareStatuses(&cur[j-1], &cur[j]) >= 0 {
-			return false // not sorted, or a key twice
-		}
-		switch {
-		case c == 0:
-			if !sameContent(&prev[i], &cur[j]) {
-				changed = append(changed, j)
-			}
-			i++
-			j++
-		case c > 0:
-			changed = append(changed, j)
-			j++
-		default:
-			removed = append(removed, i)
-			i++
-		}
-	}
-	for _, j := range changed {
-		w.set(&cur[j])
-	}
-	for _, i := range removed {
-		w.remove(prev[i].Key())
-	}
-	return true
-}
-
-// publishAll compares every status with the desired one.
-func (w *Writer) publishAll(statuses []gatewayapi.Status) {
-	seen := make(map[string]struct{}, len(statuses))
-	for i := range statuses {
-		seen[statuses[i].Key()] = struct{}{}
-		w.set(&statuses[i])
-	}
-	for k := range w.desired {
-		if _, ok := seen[k]; !ok {
-			w.remove(k)
-		}
-	}
 }
 
 // set makes s the desired status of its object, enqueuing it if that
@@ -294,28 +239,6 @@ func (w *Writer) enqueue(k string, e *entry) {
 func sameContent(a, b *gatewayapi.Status) bool {
 	return a.Generation == b.Generation && a.GatewayClass == b.GatewayClass && a.Gateway == b.Gateway &&
 		a.ListenerSet == b.ListenerSet && a.Route == b.Route
-}
-
-// compareStatuses orders statuses as the translator does: by kind, then
-// namespace, then name.
-func compareStatuses(a, b *gatewayapi.Status) int {
-	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Name, b.Name)
-}
-
-// isSorted reports whether s is strictly in compareStatuses order.
-func isSorted(s []gatewayapi.Status) bool {
-	for i := 1; i < len(s); i++ {
-		if compareStatuses(&s[i-1], &s[i]) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // sameDesired compares two desired statuses ignoring condition transition

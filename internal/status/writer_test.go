@@ -57,6 +57,9 @@ func world(n int) []gatewayapi.Status {
 	return out
 }
 
+// setOf returns the set of statuses (which it sorts in place).
+func setOf(s ...gatewayapi.Status) gatewayapi.StatusSet { return gatewayapi.NewStatusSet(s) }
+
 // drain takes every ready key from the queue without writing, and returns
 // them.
 func drain(w *Writer) []string {
@@ -81,7 +84,7 @@ func testWriter(t *testing.T, cfg Config) (*Writer, *clocktesting.FakeClock) {
 func TestPublishEnqueuesOnlyChanges(t *testing.T) {
 	w, _ := testWriter(t, Config{})
 	s1 := world(100)
-	w.Publish(s1)
+	w.Publish(setOf(s1...))
 	if got := len(drain(w)); got != 101 {
 		t.Fatalf("first publish enqueued %d, want 101", got)
 	}
@@ -94,7 +97,7 @@ func TestPublishEnqueuesOnlyChanges(t *testing.T) {
 	s2[7] = routeStatus("apps", s1[7].Name, 2, "Accepted")    // new generation
 	s2[9] = routeStatus("apps", s1[9].Name, 1, "NotAccepted") // changed
 	s2[9].Route.Parents[0].Conditions[0].LastTransitionTime = t1
-	w.Publish(s2)
+	w.Publish(setOf(s2...))
 	if got := drain(w); fmt.Sprint(got) != fmt.Sprint([]string{s1[7].Key(), s1[9].Key()}) {
 		t.Errorf("enqueued %v, want the two changed routes", got)
 	}
@@ -102,7 +105,7 @@ func TestPublishEnqueuesOnlyChanges(t *testing.T) {
 	// Only the condition times differ: nothing to write.
 	s3 := append([]gatewayapi.Status(nil), s2...)
 	s3[9] = routeStatus("apps", s1[9].Name, 1, "NotAccepted")
-	w.Publish(s3)
+	w.Publish(setOf(s3...))
 	if got := drain(w); len(got) != 0 {
 		t.Errorf("enqueued %v for a status whose times only changed", got)
 	}
@@ -112,8 +115,8 @@ func TestPublishEnqueuesOnlyChanges(t *testing.T) {
 	s4 := append([]gatewayapi.Status(nil), s3[1:50]...)
 	s4 = append(s4, routeStatus("apps", "r000049x", 1, "Accepted"))
 	s4 = append(s4, s3[51:]...)
-	w.Publish(s4)
-	want := []string{"HTTPRoute/apps/r000049x", s1[50].Key()}
+	w.Publish(setOf(s4...))
+	want := []string{s1[50].Key(), "HTTPRoute/apps/r000049x"}
 	if got := drain(w); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("enqueued %v, want %v", got, want)
 	}
@@ -133,7 +136,7 @@ func TestPublishEnqueuesOnlyChanges(t *testing.T) {
 	}
 
 	// The removal entry survives later publishes until it was written.
-	w.Publish(append([]gatewayapi.Status(nil), s4...))
+	w.Publish(setOf(append([]gatewayapi.Status(nil), s4...)...))
 	w.mu.Lock()
 	still := w.desired[s1[50].Key()] == removal
 	w.mu.Unlock()
@@ -147,51 +150,71 @@ func TestPublishEnqueuesOnlyChanges(t *testing.T) {
 func TestPublishDoesNotCompareCarriedOverStatuses(t *testing.T) {
 	w, _ := testWriter(t, Config{})
 	s1 := world(10)
-	w.Publish(s1)
+	w.Publish(setOf(s1...))
 	drain(w)
 	s1[3].Route.Parents[0].Conditions[0].Reason = "Mutated"
-	w.Publish(append([]gatewayapi.Status(nil), s1...))
+	w.Publish(setOf(append([]gatewayapi.Status(nil), s1...)...))
 	if got := drain(w); len(got) != 0 {
 		t.Errorf("a carried-over status was compared: enqueued %v", got)
 	}
 }
 
-func TestPublishUnsortedComparesEverything(t *testing.T) {
+// Sets built independently (sharing nothing, as two full translations
+// make them) are compared status by status.
+func TestPublishUnrelatedSetsComparesEverything(t *testing.T) {
 	w, _ := testWriter(t, Config{})
 	s1 := world(10)
 	rev := make([]gatewayapi.Status, len(s1))
 	for i := range s1 {
 		rev[len(s1)-1-i] = s1[i]
 	}
-	w.Publish(rev)
-	if got := len(drain(w)); got != 11 || w.sorted {
-		t.Fatalf("enqueued %d (sorted=%v), want 11 and unsorted", got, w.sorted)
+	w.Publish(setOf(rev...))
+	if got := len(drain(w)); got != 11 {
+		t.Fatalf("enqueued %d, want 11", got)
 	}
-	// Back to sorted, one changed and one removed: found by comparison.
+	// One changed and one removed, the others copied: found by comparison.
 	s2 := append([]gatewayapi.Status(nil), s1[:10]...)
 	s2[2] = routeStatus("apps", s1[2].Name, 3, "Accepted")
-	w.Publish(s2)
+	w.Publish(setOf(s2...))
 	want := []string{s1[2].Key(), s1[10].Key()}
 	if got := drain(w); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("enqueued %v, want %v", got, want)
 	}
-	if !w.sorted {
-		t.Error("a sorted publish did not switch back to merging")
-	}
-	// A key twice is not sorted: compared (the last one wins).
+	// A key twice: the last one wins.
 	dup := append(append([]gatewayapi.Status(nil), s2...), routeStatus("apps", s1[9].Name, 4, "Accepted"))
-	w.Publish(dup)
-	if got := drain(w); fmt.Sprint(got) != fmt.Sprint([]string{s1[9].Key()}) || w.sorted {
-		t.Errorf("enqueued %v (sorted=%v), want %s", got, w.sorted, s1[9].Key())
+	w.Publish(setOf(dup...))
+	if got := drain(w); fmt.Sprint(got) != fmt.Sprint([]string{s1[9].Key()}) {
+		t.Errorf("enqueued %v, want %s", got, s1[9].Key())
+	}
+	w.mu.Lock()
+	gen := w.desired[s1[9].Key()].status.Generation
+	w.mu.Unlock()
+	if gen != 4 {
+		t.Errorf("desired generation %d, want the last one's, 4", gen)
 	}
 }
 
-// TestTranslatorOrderIsMerged checks that what gatewayapi.Translate
-// returns takes the merge path.
-func TestTranslatorOrderIsMerged(t *testing.T) {
-	res := gatewayapi.Translate(genSnapshot(200), gatewayapi.Options{ControllerName: "portico.dev/gateway-controller", Now: t0})
-	if len(res.Statuses) < 200 || !isSorted(res.Statuses) {
-		t.Fatalf("%d statuses, sorted=%v: the translator's order is not the writer's", len(res.Statuses), isSorted(res.Statuses))
+// A set made from the published one by edits (as the incremental
+// translator makes them) shares the rest: only the edits are looked at.
+func TestPublishEditedSet(t *testing.T) {
+	w, _ := testWriter(t, Config{})
+	base := setOf(world(1000)...)
+	w.Publish(base)
+	drain(w)
+	r := base.Get(gatewayapi.KindHTTPRoute, "apps", "r000500")
+	next := base.With(routeStatus("apps", "r000500", 2, "Accepted"), routeStatus("apps", "r000500x", 1, "Accepted"),
+		*base.Get(gatewayapi.KindHTTPRoute, "apps", "r000900")). // copied: equal
+		Without(gatewayapi.KindHTTPRoute, "apps", "r000100")
+	w.Publish(next)
+	want := []string{"HTTPRoute/apps/r000100", r.Key(), "HTTPRoute/apps/r000500x"}
+	if got := drain(w); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("enqueued %v, want %v", got, want)
+	}
+	w.mu.Lock()
+	removal := w.desired["HTTPRoute/apps/r000100"]
+	w.mu.Unlock()
+	if removal == nil || !removal.removal() {
+		t.Errorf("no removal entry for the removed route: %+v", removal)
 	}
 }
 
@@ -251,11 +274,11 @@ func TestWriteIntervalCoalescesChangesOfOneObject(t *testing.T) {
 	run(t, w)
 
 	// The first change is written at once.
-	w.Publish([]gatewayapi.Status{gatewayStatus("infra", "gw", 1)})
+	w.Publish(setOf(gatewayStatus("infra", "gw", 1)))
 	api.waitWrites(t, 1)
 	// The next ones, within the interval, wait for its end and coalesce.
 	for n := int32(2); n <= 10; n++ {
-		w.Publish([]gatewayapi.Status{gatewayStatus("infra", "gw", n)})
+		w.Publish(setOf(gatewayStatus("infra", "gw", n)))
 	}
 	if n := w.queue.Len(); n != 0 {
 		t.Errorf("%d keys ready within the interval, want 0", n)
@@ -271,7 +294,7 @@ func TestWriteIntervalCoalescesChangesOfOneObject(t *testing.T) {
 	}
 	// Quiet for longer than the interval: the next change goes at once.
 	clk.Step(2 * time.Second)
-	w.Publish([]gatewayapi.Status{gatewayStatus("infra", "gw", 11)})
+	w.Publish(setOf(gatewayStatus("infra", "gw", 11)))
 	api.waitWrites(t, 3)
 	if n := api.writes.Load(); n != 3 {
 		t.Errorf("%d writes, want 3", n)
@@ -284,9 +307,9 @@ func TestRemovalIsWrittenThenForgotten(t *testing.T) {
 	w, clk := testWriter(t, Config{Client: api, ControllerName: string(ours)})
 	w.SetLeading(context.Background())
 	run(t, w)
-	w.Publish([]gatewayapi.Status{routeStatus("apps", "r", 1, "Accepted")})
+	w.Publish(setOf(routeStatus("apps", "r", 1, "Accepted")))
 	api.waitWrites(t, 1)
-	w.Publish(nil)
+	w.Publish(gatewayapi.StatusSet{})
 	clk.Step(DefaultWriteInterval) // the removal is a second write
 	api.waitWrites(t, 2)
 	deadline := time.Now().Add(wait)
@@ -320,12 +343,12 @@ func TestFollowerSettlesRemovals(t *testing.T) {
 	api := newFakeAPI(t, withOurs, clean)
 	w, _ := testWriter(t, Config{Client: api, Reader: api, ControllerName: string(ours)})
 	run(t, w)
-	w.Publish([]gatewayapi.Status{
+	w.Publish(setOf(
 		routeStatus("apps", "clean", 1, "Accepted"),
 		routeStatus("apps", "deleted", 1, "Accepted"),
 		routeStatus("apps", "ours", 1, "Accepted"),
-	})
-	w.Publish(nil)
+	))
+	w.Publish(gatewayapi.StatusSet{})
 	deadline := time.Now().Add(wait)
 	for {
 		w.mu.Lock()
@@ -345,7 +368,7 @@ func TestFollowerSettlesRemovals(t *testing.T) {
 }
 
 // TestIncrementalTranslationPublishesChangesOnly runs the real incremental
-// translator: after one route's change the writer merges the result with
+// translator: after one route's change the writer diffs the result with
 // the previous one and enqueues only the route (its generation changed);
 // the other statuses were carried over or recomputed equal.
 func TestIncrementalTranslationPublishesChangesOnly(t *testing.T) {
@@ -353,8 +376,11 @@ func TestIncrementalTranslationPublishesChangesOnly(t *testing.T) {
 	x := gatewayapi.NewIncremental()
 	snap := genSnapshot(500)
 	res, _ := x.Translate(snap, opts)
+	if res.StatusSet.Len() < 500 {
+		t.Fatalf("%d statuses", res.StatusSet.Len())
+	}
 	w, _ := testWriter(t, Config{})
-	w.Publish(res.Statuses)
+	w.Publish(res.StatusSet)
 	drain(w)
 	for v := 1; v <= 3; v++ {
 		var k resource.Key
@@ -363,10 +389,10 @@ func TestIncrementalTranslationPublishesChangesOnly(t *testing.T) {
 		if !st.StatusesChanged {
 			t.Fatalf("change %d: statuses unchanged", v)
 		}
-		w.Publish(res.Statuses)
+		w.Publish(res.StatusSet)
 		want := (&gatewayapi.Status{Kind: gatewayapi.KindHTTPRoute, Namespace: k.Namespace, Name: k.Name}).Key()
-		if got := drain(w); fmt.Sprint(got) != fmt.Sprint([]string{want}) || !w.sorted {
-			t.Errorf("change %d (%s): enqueued %v (merged=%v), want only the route", v, st.Mode, got, w.sorted)
+		if got := drain(w); fmt.Sprint(got) != fmt.Sprint([]string{want}) {
+			t.Errorf("change %d (%s): enqueued %v, want only the route", v, st.Mode, got)
 		}
 	}
 }
@@ -388,9 +414,9 @@ func TestChangeDuringWriteWaitsForInterval(t *testing.T) {
 	w.SetLeading(context.Background())
 	run(t, w)
 
-	w.Publish([]gatewayapi.Status{gatewayStatus("infra", "gw", 1)})
+	w.Publish(setOf(gatewayStatus("infra", "gw", 1)))
 	<-inWrite
-	w.Publish([]gatewayapi.Status{gatewayStatus("infra", "gw", 2)})
+	w.Publish(setOf(gatewayStatus("infra", "gw", 2)))
 	close(release)
 	api.waitWrites(t, 1)
 	deadline := time.Now().Add(wait)
@@ -426,7 +452,7 @@ func (h hookedReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 
 func TestNewTermEnqueuesAggregateStatusesFirst(t *testing.T) {
 	w, _ := testWriter(t, Config{})
-	w.Publish(world(50))
+	w.Publish(setOf(world(50)...))
 	drain(w)
 	w.SetLeading(context.Background())
 	keys := drain(w)
