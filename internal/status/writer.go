@@ -9,9 +9,12 @@
 // gatewayapi.DiffStatuses skips what two sets share.
 // Workers take keys from a workqueue (one entry per object, so memory is
 // bounded by the number of objects and intermediate states coalesce),
-// compare with the informer cache, skip no-op writes, and update the status
-// subresource with optimistic concurrency (reading the live object only
-// after a conflict).
+// compare with the informer cache and skip no-op writes. A route's status
+// (status.parents, shared with other controllers) is updated with
+// optimistic concurrency, reading the live object only after a conflict; the
+// statuses Portico owns wholly (GatewayClass, Gateway, ListenerSet) are
+// merge-patched without a resourceVersion precondition, so that writers of
+// a shared Gateway's spec cannot starve them.
 //
 // Writes of one object are at least Config.WriteInterval apart: the first
 // change after a quiet interval is written at once, later ones wait for the
@@ -459,6 +462,10 @@ func (w *Writer) write(ctx context.Context, e *entry, s *gatewayapi.Status, from
 		return err
 	}
 	now := metav1.NewTime(w.cfg.Clock().Truncate(time.Second))
+	var orig client.Object
+	if !isRoute(s.Kind) {
+		orig = obj.DeepCopyObject().(client.Object)
+	}
 	if !applyDesired(obj, s, gwv1.GatewayController(w.cfg.ControllerName), now) {
 		w.cfg.Metrics.Writes.WithLabelValues(s.Kind, ResultSkipped).Inc()
 		return nil
@@ -467,14 +474,28 @@ func (w *Writer) write(ctx context.Context, e *entry, s *gatewayapi.Status, from
 	w.mu.Lock()
 	e.written = w.clock.Now()
 	w.mu.Unlock()
-	// Update carries the resourceVersion we read: a concurrent write makes
-	// it fail with a conflict instead of being overwritten.
-	if err := w.cfg.Client.Status().Update(ctx, obj); err != nil {
+	if err := w.update(ctx, obj, orig); err != nil {
 		return err
 	}
 	w.cfg.Metrics.Writes.WithLabelValues(s.Kind, ResultWritten).Inc()
 	w.cfg.Log.Debug("status written", "object", s.Key(), "resourceVersion", obj.GetResourceVersion())
 	return nil
+}
+
+// update writes obj's status. A route's status.parents is an atomic list
+// shared with other controllers: the update carries the resourceVersion we
+// read, so a concurrent write makes it fail with a conflict (and we merge
+// again) instead of being overwritten. The status of a GatewayClass, Gateway
+// or ListenerSet is wholly its controller's: it is written as a merge patch
+// of what changed since orig, without a resourceVersion precondition, so
+// that clients applying the object's spec (many tools sharing one Gateway)
+// cannot make it lose every race. The patch replaces the lists it names
+// (conditions, listeners, addresses) as a whole and nulls removed fields.
+func (w *Writer) update(ctx context.Context, obj, orig client.Object) error {
+	if orig == nil {
+		return w.cfg.Client.Status().Update(ctx, obj)
+	}
+	return w.cfg.Client.Status().Patch(ctx, obj, client.MergeFrom(orig))
 }
 
 func newObject(kind string) (client.Object, error) {

@@ -243,6 +243,13 @@ func newFakeAPI(t *testing.T, objs ...client.Object) *fakeAPI {
 				f.writes.Add(1)
 				return nil
 			},
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if err := c.SubResource(sub).Patch(ctx, obj, patch, opts...); err != nil {
+					return err
+				}
+				f.writes.Add(1)
+				return nil
+			},
 		}).Build()
 	return f
 }

@@ -355,7 +355,8 @@ func TestInstallRBAC(t *testing.T) {
 		}
 	}
 	grant(want, "gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "listenersets", "httproutes", "grpcroutes", "referencegrants"}, read)
-	grant(want, "gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "listenersets/status", "httproutes/status", "grpcroutes/status"}, []string{"update"})
+	grant(want, "gateway.networking.k8s.io", []string{"httproutes/status", "grpcroutes/status"}, []string{"update"})
+	grant(want, "gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "listenersets/status"}, []string{"patch"})
 	grant(want, "", []string{"namespaces"}, read)
 	grant(want, "discovery.k8s.io", []string{"endpointslices"}, read)
 	grant(want, "portico.dev", []string{"proxyconfigs"}, read)
