@@ -129,7 +129,16 @@ start_component() {
   else
     "$@" </dev/null >"$DIR/logs/$name.log" 2>&1 &
   fi
-  echo $! >"$DIR/pids/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$DIR/pids/$name.pid"
+  # Until the child has exec'd, /proc/PID/cmdline is this shell's, which
+  # cluster_pid (guarding against pid reuse by looking for $DIR/ in it)
+  # would take for an exited component: wait for the exec (or the exit).
+  for ((i = 0; i < 200; i++)); do
+    [ -r "/proc/$pid/cmdline" ] || break
+    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$DIR/" && break
+    sleep 0.05
+  done
 }
 
 # wait_until WHAT COMMAND...: polls COMMAND until it succeeds, failing fast
