@@ -230,15 +230,18 @@ func TestOnlyLeaderProvisions(t *testing.T) {
 	t.Logf("writes: leader %v, follower %v", leader.writes.counts, follower.writes.counts)
 
 	// An orphan: an object labelled as provisioned for a Gateway that does
-	// not exist (no owner reference, so garbage collection cannot help).
+	// not exist (no owner reference, so garbage collection cannot help),
+	// left behind when the leader stops. It is created before the leader
+	// stops: a follower takes a released Lease over within milliseconds,
+	// and the sweep runs when a term starts.
 	ctx := ctxT(t)
 	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Namespace: w.ns, Name: infra.Name("ghost"), Labels: infra.Labels(w.ns, "ghost"),
 	}}
-	leader.stop(t)
 	if err := kubeClient().Create(ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
+	leader.stop(t)
 	eventually(t, 15*time.Second, "successor leads", func() error {
 		if !follower.c.IsLeader() {
 			return errors.New("not leader yet")
