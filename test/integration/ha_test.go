@@ -234,34 +234,7 @@ func (le *leaseElector) stop() {
 func TestReleasedLeaseTakenOverBeforeRetry(t *testing.T) {
 	f := newFixture(t)
 	const lease, renew, retry = 30 * time.Second, 25 * time.Second, 20 * time.Second
-	es := []*leaseElector{
-		startElector(t, f.ns, "a", lease, renew, retry),
-		startElector(t, f.ns, "b", lease, renew, retry),
-		startElector(t, f.ns, "c", lease, renew, retry),
-	}
-	leaders := func() []*leaseElector {
-		var l []*leaseElector
-		for _, e := range es {
-			if e.e.IsLeader() {
-				l = append(l, e)
-			}
-		}
-		if len(l) > 1 {
-			t.Fatalf("two leaders at once: %s and %s", l[0].name, l[1].name)
-		}
-		return l
-	}
-	eventually(t, 10*time.Second, "a leader", func() bool { return len(leaders()) == 1 })
-	old := leaders()[0]
-	var followers []*leaseElector
-	for _, e := range es {
-		if e != old {
-			followers = append(followers, e)
-		}
-	}
-	eventually(t, 10*time.Second, "followers watch the Lease", func() bool {
-		return followers[0].watches.Load() > 0 && followers[1].watches.Load() > 0
-	})
+	leaders, old, followers := electThree(t, f, lease, renew, retry)
 	before := []int64{followers[0].requests.Load(), followers[1].requests.Load()}
 
 	start := time.Now()
@@ -304,34 +277,7 @@ func TestReleasedLeaseTakenOverBeforeRetry(t *testing.T) {
 func TestCrashedLeaderReplacedAtLeaseExpiry(t *testing.T) {
 	f := newFixture(t)
 	const lease, renew, retry = 4 * time.Second, 3500 * time.Millisecond, 2500 * time.Millisecond
-	es := []*leaseElector{
-		startElector(t, f.ns, "a", lease, renew, retry),
-		startElector(t, f.ns, "b", lease, renew, retry),
-		startElector(t, f.ns, "c", lease, renew, retry),
-	}
-	leaders := func() []*leaseElector {
-		var l []*leaseElector
-		for _, e := range es {
-			if e.e.IsLeader() {
-				l = append(l, e)
-			}
-		}
-		if len(l) > 1 {
-			t.Fatalf("two leaders at once: %s and %s", l[0].name, l[1].name)
-		}
-		return l
-	}
-	eventually(t, 10*time.Second, "a leader", func() bool { return len(leaders()) == 1 })
-	old := leaders()[0]
-	var followers []*leaseElector
-	for _, e := range es {
-		if e != old {
-			followers = append(followers, e)
-		}
-	}
-	eventually(t, 10*time.Second, "followers watch the Lease", func() bool {
-		return followers[0].watches.Load() > 0 && followers[1].watches.Load() > 0
-	})
+	leaders, old, _ := electThree(t, f, lease, renew, retry)
 	// A renewal the followers' watches see, so they have observed the
 	// Lease being renewed before the crash.
 	seen := old.lastWrite()
@@ -469,4 +415,39 @@ func TestHungStatusWritesDoNotStallXDS(t *testing.T) {
 		}
 		return f.gatewayProgrammed("gw", 6)
 	})
+}
+
+// electThree starts three electors with the given timings and waits until
+// one leads and the other two watch the Lease. leaders reports the current
+// leaders (failing the test when there are two).
+func electThree(t *testing.T, f *fixture, lease, renew, retry time.Duration) (leaders func() []*leaseElector, old *leaseElector, followers []*leaseElector) {
+	t.Helper()
+	es := []*leaseElector{
+		startElector(t, f.ns, "a", lease, renew, retry),
+		startElector(t, f.ns, "b", lease, renew, retry),
+		startElector(t, f.ns, "c", lease, renew, retry),
+	}
+	leaders = func() []*leaseElector {
+		var l []*leaseElector
+		for _, e := range es {
+			if e.e.IsLeader() {
+				l = append(l, e)
+			}
+		}
+		if len(l) > 1 {
+			t.Fatalf("two leaders at once: %s and %s", l[0].name, l[1].name)
+		}
+		return l
+	}
+	eventually(t, 10*time.Second, "a leader", func() bool { return len(leaders()) == 1 })
+	old = leaders()[0]
+	for _, e := range es {
+		if e != old {
+			followers = append(followers, e)
+		}
+	}
+	eventually(t, 10*time.Second, "followers watch the Lease", func() bool {
+		return followers[0].watches.Load() > 0 && followers[1].watches.Load() > 0
+	})
+	return leaders, old, followers
 }
