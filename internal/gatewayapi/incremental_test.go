@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -148,56 +149,14 @@ func xdsDiff(a, b *Result) string {
 			ga, gb := a.Gateways[i], b.Gateways[i]
 			for j := range ga.Clusters {
 				if j < len(gb.Clusters) && !reflect.DeepEqual(ga.Clusters[j], gb.Clusters[j]) {
-					for j := range ga.Listeners {
-						if j >= len(gb.Listeners) {
-							break
-						}
-						for k, fc := range ga.Listeners[j].FilterChains {
-							fb := gb.Listeners[j].FilterChains[k]
-							for v, vh := range fc.RouteConfig.VirtualHosts {
-								if v >= len(fb.RouteConfig.VirtualHosts) {
-									return "IR of gateway " + ga.Key() + " more vhosts in " + fc.Name
-								}
-								wb := fb.RouteConfig.VirtualHosts[v]
-								if !reflect.DeepEqual(vh, wb) {
-									var ra, rb []string
-									for _, r := range vh.Routes {
-										ra = append(ra, r.Name)
-									}
-									for _, r := range wb.Routes {
-										rb = append(rb, r.Name)
-									}
-									return fmt.Sprintf("IR of gateway %s chain %s vhost %s/%s:\n%v\n%v", ga.Key(), fc.Name, vh.Name, wb.Name, ra, rb)
-								}
-							}
-						}
+					if d := vhostDiff(ga, gb); d != "" {
+						return d
 					}
 					return fmt.Sprintf("IR of gateway %s cluster %+v / %+v", ga.Key(), *ga.Clusters[j], *gb.Clusters[j])
 				}
 			}
-			for j := range ga.Listeners {
-				if j >= len(gb.Listeners) {
-					break
-				}
-				for k, fc := range ga.Listeners[j].FilterChains {
-					fb := gb.Listeners[j].FilterChains[k]
-					for v, vh := range fc.RouteConfig.VirtualHosts {
-						if v >= len(fb.RouteConfig.VirtualHosts) {
-							return "IR of gateway " + ga.Key() + " more vhosts in " + fc.Name
-						}
-						wb := fb.RouteConfig.VirtualHosts[v]
-						if !reflect.DeepEqual(vh, wb) {
-							var ra, rb []string
-							for _, r := range vh.Routes {
-								ra = append(ra, r.Name)
-							}
-							for _, r := range wb.Routes {
-								rb = append(rb, r.Name)
-							}
-							return fmt.Sprintf("IR of gateway %s chain %s vhost %s/%s:\n%v\n%v", ga.Key(), fc.Name, vh.Name, wb.Name, ra, rb)
-						}
-					}
-				}
+			if d := vhostDiff(ga, gb); d != "" {
+				return d
 			}
 			var ca, cb []string
 			for _, c := range ga.Clusters {
@@ -245,3 +204,33 @@ func xdsDiff(a, b *Result) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// vhostDiff names the first virtual host that differs between two IRs of
+// one Gateway, or returns "".
+func vhostDiff(ga, gb *ir.Gateway) string {
+	for j := range ga.Listeners {
+		if j >= len(gb.Listeners) {
+			break
+		}
+		for k, fc := range ga.Listeners[j].FilterChains {
+			fb := gb.Listeners[j].FilterChains[k]
+			for v, vh := range fc.RouteConfig.VirtualHosts {
+				if v >= len(fb.RouteConfig.VirtualHosts) {
+					return "IR of gateway " + ga.Key() + " more vhosts in " + fc.Name
+				}
+				wb := fb.RouteConfig.VirtualHosts[v]
+				if !reflect.DeepEqual(vh, wb) {
+					var ra, rb []string
+					for _, r := range vh.Routes {
+						ra = append(ra, r.Name)
+					}
+					for _, r := range wb.Routes {
+						rb = append(rb, r.Name)
+					}
+					return fmt.Sprintf("IR of gateway %s chain %s vhost %s/%s:\n%v\n%v", ga.Key(), fc.Name, vh.Name, wb.Name, ra, rb)
+				}
+			}
+		}
+	}
+	return ""
+}

@@ -157,55 +157,48 @@ func setParentKey(ls *gwv1.ListenerSet) (resource.Key, bool) {
 
 // updateSet re-indexes a ListenerSet as it is in snap.
 func (x *index) updateSet(snap *resource.Snapshot, k resource.Key) {
-	if old, ok := x.setParent[k]; ok {
-		if s := x.setsByGateway[old]; s != nil {
-			delete(s, k)
-			if len(s) == 0 {
-				delete(x.setsByGateway, old)
-			}
-		}
-		delete(x.setParent, k)
-	}
+	unlink(x.setParent, x.setsByGateway, k)
 	ls := snap.ListenerSets.Value(k)
 	if ls == nil {
 		return
 	}
-	g, ok := setParentKey(ls)
-	if !ok {
-		return
+	if g, ok := setParentKey(ls); ok {
+		link(x.setParent, x.setsByGateway, k, g)
 	}
-	x.setParent[k] = g
-	s := x.setsByGateway[g]
-	if s == nil {
-		s = set[resource.Key]{}
-		x.setsByGateway[g] = s
-	}
-	s.add(k)
 }
 
 // updateGateway re-indexes a Gateway's class as it is in snap.
 func (x *index) updateGateway(snap *resource.Snapshot, k resource.Key) {
-	if old, ok := x.gatewayClass[k]; ok {
-		if s := x.classGateways[old]; s != nil {
-			delete(s, k)
-			if len(s) == 0 {
-				delete(x.classGateways, old)
-			}
-		}
-		delete(x.gatewayClass, k)
+	unlink(x.gatewayClass, x.classGateways, k)
+	if gw := snap.Gateways.Value(k); gw != nil {
+		link(x.gatewayClass, x.classGateways, k, string(gw.Spec.GatewayClassName))
 	}
-	gw := snap.Gateways.Value(k)
-	if gw == nil {
-		return
-	}
-	c := string(gw.Spec.GatewayClassName)
-	x.gatewayClass[k] = c
-	s := x.classGateways[c]
+}
+
+// link records that k belongs to group g: fwd[k] = g and k ∈ rev[g].
+func link[K, G comparable](fwd map[K]G, rev map[G]set[K], k K, g G) {
+	fwd[k] = g
+	s := rev[g]
 	if s == nil {
-		s = set[resource.Key]{}
-		x.classGateways[c] = s
+		s = set[K]{}
+		rev[g] = s
 	}
 	s.add(k)
+}
+
+// unlink forgets k's group, dropping the group's set once it is empty.
+func unlink[K, G comparable](fwd map[K]G, rev map[G]set[K], k K) {
+	g, ok := fwd[k]
+	if !ok {
+		return
+	}
+	if s := rev[g]; s != nil {
+		delete(s, k)
+		if len(s) == 0 {
+			delete(rev, g)
+		}
+	}
+	delete(fwd, k)
 }
 
 // setServices records the Services of the clusters of a Gateway's IR.
