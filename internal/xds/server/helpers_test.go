@@ -353,14 +353,15 @@ func (e *env) metric(t *testing.T, name string, labels map[string]string) float6
 	return v
 }
 
-// watches returns the numbers of open SotW and delta watches in the cache
-// for gateway, or -1, -1 when the cache knows no proxy of it.
-func (e *env) watches(gateway string) (sotw, delta int) {
-	info := e.srv.Cache().GetStatusInfo(gateway)
-	if info == nil {
-		return -1, -1
+// requests returns the number of requests of kind (metrics.KindSotW or
+// KindDelta) the server received, of every served type.
+func (e *env) requests(t *testing.T, kind string) float64 {
+	t.Helper()
+	var n float64
+	for _, typ := range servedTypes {
+		n += e.metric(t, "portico_xds_requests_total", map[string]string{"kind": kind, "type_url": typ})
 	}
-	return info.GetNumWatches(), info.GetNumDeltaWatches()
+	return n
 }
 
 // bidi is the client side of an xDS stream.
@@ -376,7 +377,11 @@ type client[Req, Resp any] struct {
 	stream bidi[Req, Resp]
 	resps  chan Resp
 	err    chan error
+	cancel context.CancelFunc // ends the stream
 }
+
+// close ends the stream (the server sees it closed).
+func (c *client[Req, Resp]) close() { c.cancel() }
 
 func newClient[Req, Resp any](t *testing.T, open func(context.Context) (bidi[Req, Resp], error)) *client[Req, Resp] {
 	t.Helper()
@@ -386,7 +391,7 @@ func newClient[Req, Resp any](t *testing.T, open func(context.Context) (bidi[Req
 		cancel()
 		t.Fatalf("open stream: %v", err)
 	}
-	c := &client[Req, Resp]{t: t, stream: stream, resps: make(chan Resp), err: make(chan error, 1)}
+	c := &client[Req, Resp]{t: t, stream: stream, resps: make(chan Resp), err: make(chan error, 1), cancel: cancel}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -1,12 +1,14 @@
 // Package server serves the xDS resources of every Gateway to its Envoy
-// proxies over gRPC, using go-control-plane's snapshot cache.
+// proxies over gRPC, with go-control-plane's xDS server and one of its
+// LinearCaches per Gateway and resource type (cache.go), updated with the
+// resources that changed only.
 //
 // A proxy is matched to its Gateway by node.cluster, which must be
 // "<namespace>/<gateway>" (the same string as translate.Resources.Gateway).
 // State-of-the-world and incremental (delta) xDS are both served through ADS;
 // the per-type services (CDS, EDS, LDS, RDS, SRDS, SDS) are registered too
-// for proxies that do not use ADS. Every Gateway's snapshot has every type
-// of servedTypes, scoped routes (SRDS, used by listeners split by hostname)
+// for proxies that do not use ADS. Every Gateway is served every type of
+// servedTypes, scoped routes (SRDS, used by listeners split by hostname)
 // included, so that resources of a type a Gateway no longer has are
 // removed from its proxies.
 //
@@ -26,14 +28,12 @@ import (
 	"sync"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
@@ -75,7 +75,7 @@ type Server struct {
 
 	log   *slog.Logger
 	m     *metrics.Metrics
-	cache cachev3.SnapshotCache
+	cache *gatewayCache
 
 	mu       sync.Mutex        // serialises Update
 	versions map[string]string // gateway → version set in the cache
@@ -94,31 +94,24 @@ func New(log *slog.Logger, m *metrics.Metrics) *Server {
 	return &Server{
 		log:      log,
 		m:        m,
-		cache:    cachev3.NewSnapshotCache(true, NodeHash{}, cacheLogger{log}),
+		cache:    newGatewayCache(cacheLogger{log}),
 		versions: map[string]string{},
 	}
 }
 
-// Cache returns the snapshot cache holding one snapshot per gateway.
-func (s *Server) Cache() cachev3.SnapshotCache { return s.cache }
+// Served returns the resources served to the proxies of gateway
+// ("<namespace>/<name>"), and false when it is not served.
+func (s *Server) Served(gateway string) (*translate.Resources, bool) {
+	return s.cache.resources(gateway)
+}
 
-// NodeHash keys the snapshot cache by node.cluster ("<namespace>/<gateway>").
-// A node without cluster hashes to "", for which no snapshot is ever set;
-// the server callbacks refuse such nodes before they reach the cache.
-type NodeHash struct{}
-
-var _ cachev3.NodeHash = NodeHash{}
-
-// ID returns node.cluster.
-func (NodeHash) ID(node *corev3.Node) string { return node.GetCluster() }
-
-// Update replaces the set of served Gateways with res: the snapshot of each
-// gateway whose version changed is set (waking the proxies watching it), and
-// the snapshot of each gateway absent from res is cleared. A gateway whose
-// resources cannot be turned into a consistent snapshot keeps its previous
-// snapshot; such failures are returned joined, after all other gateways
-// were updated. ctx bounds the hand-off of responses to open streams.
-func (s *Server) Update(ctx context.Context, res []*translate.Resources) error {
+// Update replaces the set of served Gateways with res: the resources of
+// each gateway whose version changed are set (waking the proxies watching
+// them, see gatewayCache), and each gateway absent from res stops being
+// served. A gateway whose resources are inconsistent keeps its previous
+// ones; such failures are returned joined, after all other gateways were
+// updated. Update does not block on proxies; ctx is unused.
+func (s *Server) Update(_ context.Context, res []*translate.Resources) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
@@ -145,22 +138,16 @@ func (s *Server) Update(ctx context.Context, res []*translate.Resources) error {
 		if old, ok := s.versions[gw]; ok && old == r.Version {
 			continue
 		}
-		snap, err := s.snapshotOf(gw, r) // checks consistency too
-		if err != nil {
+		if err := s.cache.set(gw, r); err != nil {
+			// The version is not recorded, so the next Update retries.
 			errs = append(errs, fmt.Errorf("xds version %s: %w", r.Version, err))
-			s.log.Error("xds snapshot rejected, keeping the previous one",
+			s.log.Error("xds resources rejected, keeping the previous ones",
 				"gateway", gw, "version", r.Version, "error", err)
-			continue
-		}
-		if err := s.cache.SetSnapshot(ctx, gw, snap); err != nil {
-			// The cache stores the snapshot before answering watches; the
-			// version is not recorded so that the next Update retries.
-			errs = append(errs, fmt.Errorf("gateway %s: set xds snapshot %s: %w", gw, r.Version, err))
 			continue
 		}
 		s.versions[gw] = r.Version
 		s.m.SetSnapshotVersion(gw, r.Version)
-		s.log.Info("xds snapshot updated", "gateway", gw, "version", r.Version)
+		s.log.Info("xds resources updated", "gateway", gw, "version", r.Version)
 	}
 
 	var gone []string
@@ -171,47 +158,12 @@ func (s *Server) Update(ctx context.Context, res []*translate.Resources) error {
 	}
 	sort.Strings(gone)
 	for _, gw := range gone {
-		s.cache.ClearSnapshot(gw)
+		s.cache.remove(gw)
 		delete(s.versions, gw)
 		s.m.DeleteGateway(gw)
-		s.log.Info("xds snapshot cleared", "gateway", gw)
+		s.log.Info("xds gateway no longer served", "gateway", gw)
 	}
 	return errors.Join(errs...)
-}
-
-// snapshotOf builds the cache snapshot of a Gateway's resources. For
-// resources built by the translate package, each resource type is
-// versioned by its own content hash (translate.Resources.TypeVersion)
-// rather than with the Gateway's version, so that state-of-the-world
-// streams are sent the types that changed only; the types that did not
-// change reuse the previous snapshot's indexes; and the snapshot carries
-// the version of every resource (VersionMap) for delta streams, which then
-// send the resources that changed only. Other resources get r.Snapshot().
-func (s *Server) snapshotOf(gw string, r *translate.Resources) (*cachev3.Snapshot, error) {
-	if r.TypeVersion(resourcev3.ListenerType) == "" {
-		return r.Snapshot()
-	}
-	var prev *cachev3.Snapshot
-	if p, err := s.cache.GetSnapshot(gw); err == nil {
-		prev, _ = p.(*cachev3.Snapshot)
-	}
-	snap := &cachev3.Snapshot{VersionMap: make(map[string]map[string]string, len(servedTypes))}
-	byType := r.ByType()
-	for _, typ := range servedTypes {
-		i := cachev3.GetResponseType(typ)
-		v := r.TypeVersion(typ)
-		if prev != nil && prev.Resources[i].Version == v && prev.VersionMap[typ] != nil {
-			snap.Resources[i] = prev.Resources[i]
-			snap.VersionMap[typ] = prev.VersionMap[typ]
-			continue
-		}
-		snap.Resources[i] = cachev3.NewResources(v, byType[typ])
-		snap.VersionMap[typ] = r.ResourceVersions(typ)
-	}
-	if err := snap.Consistent(); err != nil {
-		return nil, fmt.Errorf("snapshot of gateway %s is inconsistent: %w", gw, err)
-	}
-	return snap, nil
 }
 
 // servedTypes are the resource types of a Gateway's snapshot.

@@ -167,12 +167,12 @@ func TestMTLSServerPicksUpRotation(t *testing.T) {
 
 	c1 := newSotwClient(t, dialTLS(t, addr, ca1.client(gwA.gateway), ca1.pool()))
 	sotwSubscribe(c1, gwA)
-	checkSotw(t, recvTypes(t, c1, sotwType, allTypes...), gwA, "a1")
+	checkSotw(t, recvTypes(t, c1, sotwType, allTypes...), gwA)
 
 	src.set(ca2.server(), ca2.pool())
 	c2 := newSotwClient(t, dialTLS(t, addr, ca2.client(gwA.gateway), ca2.pool()))
 	sotwSubscribe(c2, gwA)
-	checkSotw(t, recvTypes(t, c2, sotwType, allTypes...), gwA, "a1")
+	checkSotw(t, recvTypes(t, c2, sotwType, allTypes...), gwA)
 
 	conn := dialTLS(t, addr, ca1.client(gwA.gateway), ca1.pool())
 	if err := refusal(t, conn, metrics.KindSotW, gwA.gateway); grpcstatus.Code(err) != codes.Unavailable {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/codes"
@@ -15,15 +14,6 @@ import (
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
-func TestNodeHash(t *testing.T) {
-	if got := (NodeHash{}).ID(&corev3.Node{Id: "x", Cluster: "ns/gw"}); got != "ns/gw" {
-		t.Errorf("ID = %q, want ns/gw", got)
-	}
-	if got := (NodeHash{}).ID(nil); got != "" {
-		t.Errorf("ID(nil) = %q, want empty", got)
-	}
-}
-
 func TestUpdateSkipsUnchangedVersion(t *testing.T) {
 	m := metrics.New()
 	s := New(nil, m)
@@ -31,24 +21,24 @@ func TestUpdateSkipsUnchangedVersion(t *testing.T) {
 	if err := s.Update(ctx, []*translate.Resources{gwA.resources(t, "a1")}); err != nil {
 		t.Fatal(err)
 	}
-	first, err := s.Cache().GetSnapshot(gwA.gateway)
-	if err != nil {
-		t.Fatal(err)
+	first, ok := s.Served(gwA.gateway)
+	if !ok {
+		t.Fatal("gw-a not served")
 	}
-	// Same version (even with other content): the snapshot is not replaced.
+	// Same version (even with other content): the resources are not replaced.
 	changed := gwA
 	changed.cert = "other"
 	if err := s.Update(ctx, []*translate.Resources{changed.resources(t, "a1")}); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := s.Cache().GetSnapshot(gwA.gateway); again != first {
-		t.Error("snapshot replaced although the version did not change")
+	if again, _ := s.Served(gwA.gateway); again != first {
+		t.Error("resources replaced although the version did not change")
 	}
 	if err := s.Update(ctx, []*translate.Resources{changed.resources(t, "a2")}); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := s.Cache().GetSnapshot(gwA.gateway); again == first || again.GetVersion(resourcev3.SecretType) != "a2" {
-		t.Error("snapshot not replaced on a new version")
+	if again, _ := s.Served(gwA.gateway); again == first || again.Version != "a2" {
+		t.Error("resources not replaced on a new version")
 	}
 	if v, ok := metricValue(t, m.Registry, "portico_xds_snapshot_info",
 		map[string]string{"gateway": gwA.gateway, "version": "a2"}); !ok || v != 1 {
@@ -88,21 +78,21 @@ func TestUpdateRejectsBadInputKeepingLastGood(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-	if snap, err := s.Cache().GetSnapshot(gwA.gateway); err != nil || snap.GetVersion(resourcev3.ClusterType) != "a1" {
-		t.Errorf("gw-a snapshot after a bad update: %v %v, want a1 kept", snap, err)
+	if r, ok := s.Served(gwA.gateway); !ok || r.Version != "a1" {
+		t.Errorf("gw-a after a bad update: %v %v, want a1 kept", r, ok)
 	}
-	if snap, err := s.Cache().GetSnapshot(gwB.gateway); err != nil || snap.GetVersion(resourcev3.ClusterType) != "b2" {
-		t.Errorf("gw-b snapshot: %v %v, want b2", snap, err)
+	if r, ok := s.Served(gwB.gateway); !ok || r.Version != "b2" {
+		t.Errorf("gw-b: %v %v, want b2", r, ok)
 	}
-	if _, err := s.Cache().GetSnapshot("ns/no-version"); err == nil {
-		t.Error("snapshot without version was set")
+	if _, ok := s.Served("ns/no-version"); ok {
+		t.Error("resources without version were set")
 	}
 
 	// The same good input again applies gw-a: its failed version was not recorded.
 	if err := s.Update(ctx, []*translate.Resources{gwA.resources(t, "a2"), b2}); err != nil {
 		t.Fatal(err)
 	}
-	if snap, _ := s.Cache().GetSnapshot(gwA.gateway); snap.GetVersion(resourcev3.ClusterType) != "a2" {
+	if r, _ := s.Served(gwA.gateway); r.Version != "a2" {
 		t.Error("gw-a not updated after the bad input was fixed")
 	}
 
@@ -111,8 +101,8 @@ func TestUpdateRejectsBadInputKeepingLastGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, gw := range []string{gwA.gateway, gwB.gateway} {
-		if _, err := s.Cache().GetSnapshot(gw); err == nil {
-			t.Errorf("%s still cached", gw)
+		if _, ok := s.Served(gw); ok {
+			t.Errorf("%s still served", gw)
 		}
 	}
 }

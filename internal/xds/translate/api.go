@@ -15,10 +15,12 @@ package translate
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // Resources are the Envoy resources of one Gateway. Each slice is sorted by
@@ -238,4 +240,81 @@ func typeIndex(t resourcev3.Type) int {
 		}
 	}
 	return -1
+}
+
+// Diff lists how the resources of type t changed from prev to next: the
+// resources of next that prev lacks or has with another version (changed),
+// and the names of the resources of prev that next lacks (removed), both in
+// name order. A nil prev has no resources. Resources built by this package
+// are compared by their content hashes in one walk of the two sorted
+// lists; for other Resources every resource of next counts as changed
+// unless prev has an equal one (proto.Equal).
+//
+// Changed resources are given in the form to send: a route configuration
+// built by this package is its wire form (wire.go), whose encoding decodes
+// to the resource in next.Routes but which is cheaper to encode.
+func Diff(prev, next *Resources, t resourcev3.Type) (changed []types.Resource, removed []string) {
+	i := typeIndex(t)
+	if i < 0 {
+		return nil, nil
+	}
+	if next.entries != nil && (prev == nil || prev.entries != nil) {
+		var a []*entry
+		if prev != nil {
+			if prev.hashes[i] == next.hashes[i] {
+				return nil, nil
+			}
+			a = prev.entries[i]
+		}
+		b := next.entries[i]
+		for len(a) > 0 || len(b) > 0 {
+			switch {
+			case len(b) == 0 || (len(a) > 0 && a[0].name < b[0].name):
+				removed = append(removed, a[0].name)
+				a = a[1:]
+			case len(a) == 0 || b[0].name < a[0].name:
+				changed = append(changed, b[0].served())
+				b = b[1:]
+			default:
+				if a[0] != b[0] && a[0].version != b[0].version {
+					changed = append(changed, b[0].served())
+				}
+				a, b = a[1:], b[1:]
+			}
+		}
+		return changed, removed
+	}
+	old := map[string]types.Resource{}
+	if prev != nil {
+		for _, res := range prev.slice(t) {
+			old[cachev3.GetResourceName(res)] = res
+		}
+	}
+	for _, res := range next.slice(t) {
+		name := cachev3.GetResourceName(res)
+		if o, ok := old[name]; !ok || !proto.Equal(o, res) {
+			changed = append(changed, res)
+		}
+		delete(old, name)
+	}
+	for name := range old {
+		removed = append(removed, name)
+	}
+	sort.Strings(removed)
+	return changed, removed
+}
+
+// Has reports whether r has a resource of type t named name.
+func (r *Resources) Has(t resourcev3.Type, name string) bool {
+	if i := typeIndex(t); r.entries != nil && i >= 0 {
+		es := r.entries[i]
+		k := sort.Search(len(es), func(j int) bool { return es[j].name >= name })
+		return k < len(es) && es[k].name == name
+	}
+	for _, res := range r.slice(t) {
+		if cachev3.GetResourceName(res) == name {
+			return true
+		}
+	}
+	return false
 }

@@ -185,6 +185,8 @@ type vhostEntry struct {
 	maxBody int
 	// clusters are the cluster names its routes name.
 	clusters []string
+	// wire is vh's encoding, built from its routes' (see wire.go).
+	wire []byte
 }
 
 // routeEntry is a translated route.
@@ -193,6 +195,8 @@ type routeEntry struct {
 	r    *routev3.Route
 	hash hash
 	body int // length of the direct response body
+	// wire is r's deterministic encoding (see wire.go).
+	wire []byte
 }
 
 // clusterEntry is a translated cluster and its load assignment.

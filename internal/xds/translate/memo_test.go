@@ -274,6 +274,7 @@ func TestTranslatorRandomEdits(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameAsFresh(t, gw, got)
+		checkWire(t, got)
 	}
 }
 

@@ -129,11 +129,13 @@ func (t *translator) routeConfigShell(name string, out *rcEntry) error {
 	if err != nil {
 		return err
 	}
+	wire := routeConfigWire(shell, vhosts)
 	shell.VirtualHosts = make([]*routev3.VirtualHost, len(vhosts))
 	for i, v := range vhosts {
 		shell.VirtualHosts[i] = v.vh
 	}
 	out.entry = newEntry(name, shell, h)
+	out.entry.wire = wire
 	return nil
 }
 
@@ -239,6 +241,7 @@ func (t *translator) virtualHost(name, domain string, vh *ir.VirtualHost, prev *
 	if err != nil {
 		return nil, err
 	}
+	out.wire = vhostWire(t.hs.buf, out.routes) // hs.buf: v's encoding without routes
 	v.Routes = make([]*routev3.Route, len(out.routes))
 	for i, re := range out.routes {
 		v.Routes[i] = re.r
@@ -277,7 +280,8 @@ func (t *translator) routeEntry(r *ir.Route, prev *routeEntry) (*routeEntry, err
 	if err != nil {
 		return nil, err
 	}
-	re := &routeEntry{src: r, r: rr, hash: h, body: len(rr.GetDirectResponse().GetBody().GetInlineString())}
+	re := &routeEntry{src: r, r: rr, hash: h, body: len(rr.GetDirectResponse().GetBody().GetInlineString()),
+		wire: slices.Clone(t.hs.buf)}
 	t.shareRoute(r, re)
 	return re, nil
 }

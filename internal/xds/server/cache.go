@@ -1,0 +1,296 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/log"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/portico-dev/portico/internal/xds/translate"
+)
+
+// gatewayCache is the xDS cache of the server: one go-control-plane
+// LinearCache per Gateway and resource type, each holding the resources of
+// that type and Gateway by name. A watch goes to the LinearCache of its
+// node.cluster and type. An update hands each LinearCache only the
+// resources that were added, changed or removed (translate.Diff walks the
+// content hashes), so its cost follows the size of the change, not the
+// size of the Gateway: the LinearCache marshals and hashes the changed
+// resources only, and answers a watch with those only (delta) or with the
+// resources of the changed type (state of the world).
+//
+// Updates are applied in make-before-break order: first the additions and
+// changes, clusters and endpoints before listeners and routes, so that
+// nothing is referenced before it is sent; then the removals, listeners
+// and routes before what they referenced.
+//
+// A proxy of a Gateway that has no resources yet (not translated, or
+// removed) waits: its watches are started when the Gateway's resources are
+// first set. A removed Gateway's proxies keep their last configuration; its
+// caches are dropped when its last watch ends.
+type gatewayCache struct {
+	log log.Logger
+
+	mu  sync.Mutex // guards gws; held while a LinearCache is updated or watched
+	gws map[string]*gatewayState
+}
+
+// gatewayState is the cache of one Gateway.
+type gatewayState struct {
+	types map[string]*cachev3.LinearCache // by type URL, every servedType
+	// res are the resources set last; nil before the first set.
+	res *translate.Resources
+	// serving: resources are set and the Gateway was not removed since.
+	serving bool
+	// watches counts the open watches, pending ones included.
+	watches int
+	// pending are the watches waiting for the Gateway's first resources,
+	// with the function that starts each on its LinearCache.
+	pending map[*watchRef]func(*cachev3.LinearCache) (func(), error)
+	refs    refIndex
+}
+
+// watchRef is one watch handed to the xDS server.
+type watchRef struct {
+	typeURL string
+	cancel  func() // the LinearCache's, once started
+	done    bool
+}
+
+// Order of the types when resources are added or changed, and when they
+// are removed.
+var (
+	upsertOrder = []resourcev3.Type{
+		resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
+		resourcev3.RouteType, resourcev3.ScopedRouteType, resourcev3.ListenerType,
+	}
+	removeOrder = []resourcev3.Type{
+		resourcev3.ListenerType, resourcev3.ScopedRouteType, resourcev3.RouteType,
+		resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
+	}
+)
+
+var _ cachev3.Cache = (*gatewayCache)(nil)
+
+func newGatewayCache(l log.Logger) *gatewayCache {
+	return &gatewayCache{log: l, gws: map[string]*gatewayState{}}
+}
+
+// CreateWatch implements cachev3.ConfigWatcher for state-of-the-world
+// streams.
+func (c *gatewayCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
+	return c.watch(req.GetNode().GetCluster(), req.GetTypeUrl(), func(lc *cachev3.LinearCache) (func(), error) {
+		return lc.CreateWatch(req, sub, ch)
+	})
+}
+
+// CreateDeltaWatch implements cachev3.ConfigWatcher for delta streams.
+func (c *gatewayCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
+	return c.watch(req.GetNode().GetCluster(), req.GetTypeUrl(), func(lc *cachev3.LinearCache) (func(), error) {
+		return lc.CreateDeltaWatch(req, sub, ch)
+	})
+}
+
+func (c *gatewayCache) watch(gw, typeURL string, start func(*cachev3.LinearCache) (func(), error)) (func(), error) {
+	if !served(typeURL) {
+		// Like an absent type of a snapshot: the watch never fires.
+		c.log.Warnf("watch of gateway %s for type %s, which is not served", gw, typeURL)
+		return func() {}, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.gateway(gw)
+	w := &watchRef{typeURL: typeURL}
+	if g.serving {
+		cancel, err := start(g.types[typeURL])
+		if err != nil {
+			c.dropIfIdle(gw, g)
+			return nil, err
+		}
+		w.cancel = cancel
+	} else {
+		g.pending[w] = start
+	}
+	g.watches++
+	return func() { c.cancel(gw, g, w) }, nil
+}
+
+func (c *gatewayCache) cancel(gw string, g *gatewayState, w *watchRef) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.done {
+		return
+	}
+	w.done = true
+	delete(g.pending, w)
+	if w.cancel != nil {
+		w.cancel()
+	}
+	g.watches--
+	c.dropIfIdle(gw, g)
+}
+
+// gateway returns the state of gw, creating it. Called with c.mu held.
+func (c *gatewayCache) gateway(gw string) *gatewayState {
+	g := c.gws[gw]
+	if g == nil {
+		g = &gatewayState{
+			types:   make(map[string]*cachev3.LinearCache, len(servedTypes)),
+			pending: map[*watchRef]func(*cachev3.LinearCache) (func(), error){},
+		}
+		for _, t := range servedTypes {
+			g.types[t] = cachev3.NewLinearCache(t, cachev3.WithLogger(c.log))
+		}
+		c.gws[gw] = g
+	}
+	return g
+}
+
+func (c *gatewayCache) dropIfIdle(gw string, g *gatewayState) {
+	if !g.serving && g.watches == 0 && c.gws[gw] == g {
+		delete(c.gws, gw)
+	}
+}
+
+// set makes r the resources of gw. It first checks that r is consistent
+// (see refIndex) and, if not, returns an error and keeps the resources set
+// before.
+func (c *gatewayCache) set(gw string, r *translate.Resources) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.gateway(gw)
+	diffs := make(map[resourcev3.Type]typeDiff, len(servedTypes))
+	for _, t := range servedTypes {
+		changed, removed := translate.Diff(g.res, r, t)
+		diffs[t] = typeDiff{changed: changed, removed: removed}
+	}
+	plan, err := g.refs.plan(diffs, r)
+	if err != nil {
+		c.dropIfIdle(gw, g)
+		return fmt.Errorf("resources of gateway %s are inconsistent: %w", gw, err)
+	}
+	g.refs.commit(plan)
+
+	var errs []error
+	for _, t := range upsertOrder {
+		if d := diffs[t]; len(d.changed) > 0 {
+			m := make(map[string]types.Resource, len(d.changed))
+			for _, res := range d.changed {
+				m[cachev3.GetResourceName(res)] = res
+			}
+			if err := g.types[t].UpdateResources(m, nil); err != nil {
+				errs = append(errs, fmt.Errorf("gateway %s: %s: %w", gw, t, err))
+			}
+		}
+	}
+	for _, t := range removeOrder {
+		if d := diffs[t]; len(d.removed) > 0 {
+			if err := g.types[t].UpdateResources(nil, d.removed); err != nil {
+				errs = append(errs, fmt.Errorf("gateway %s: %s: %w", gw, t, err))
+			}
+		}
+	}
+	g.res = r
+	if !g.serving {
+		g.serving = true
+		for w, start := range g.pending {
+			delete(g.pending, w)
+			cancel, err := start(g.types[w.typeURL])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("gateway %s: start a %s watch: %w", gw, w.typeURL, err))
+				continue
+			}
+			w.cancel = cancel
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%v", errs)
+	}
+	return nil
+}
+
+// remove stops serving gw: its proxies keep their configuration, new
+// proxies wait, and its caches are dropped once no watch is open.
+func (c *gatewayCache) remove(gw string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.gws[gw]; g != nil {
+		g.serving = false
+		c.dropIfIdle(gw, g)
+	}
+}
+
+// resources returns the resources set for gw and whether they are served.
+func (c *gatewayCache) resources(gw string) (*translate.Resources, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.gws[gw]; g != nil && g.serving {
+		return g.res, true
+	}
+	return nil, false
+}
+
+// pendingWatches returns the number of watches of gw waiting for its first
+// resources, or -1 when the cache has no state for gw.
+func (c *gatewayCache) pendingWatches(gw string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.gws[gw]; g != nil {
+		return len(g.pending)
+	}
+	return -1
+}
+
+func served(typeURL string) bool {
+	for _, t := range servedTypes {
+		if t == typeURL {
+			return true
+		}
+	}
+	return false
+}
+
+// Fetch implements cachev3.ConfigFetcher (the unary Fetch* RPCs): the
+// resources of the request's type and names (all when none are named) of
+// the node's Gateway, versioned by the type's content hash.
+func (c *gatewayCache) Fetch(_ context.Context, req *cachev3.Request) (cachev3.Response, error) {
+	gw, typeURL := req.GetNode().GetCluster(), req.GetTypeUrl()
+	r, ok := c.resources(gw)
+	if !ok {
+		return nil, fmt.Errorf("gateway %q has no resources", gw)
+	}
+	if !served(typeURL) {
+		return nil, fmt.Errorf("resource type %q is not served", typeURL)
+	}
+	version := r.TypeVersion(typeURL)
+	if version == "" {
+		version = r.Version
+	}
+	if req.GetVersionInfo() == version {
+		return nil, errors.New("skip fetch: version up to date")
+	}
+	names := map[string]bool{}
+	for _, n := range req.GetResourceNames() {
+		names[n] = true
+	}
+	out := &discoveryv3.DiscoveryResponse{VersionInfo: version, TypeUrl: typeURL}
+	for _, res := range r.ByType()[typeURL] {
+		if len(names) > 0 && !names[cachev3.GetResourceName(res)] {
+			continue
+		}
+		a, err := anypb.New(res)
+		if err != nil {
+			return nil, fmt.Errorf("gateway %s: %w", gw, err)
+		}
+		out.Resources = append(out.Resources, a)
+	}
+	return &cachev3.PassthroughResponse{Request: req, DiscoveryResponse: out}, nil
+}
