@@ -202,11 +202,36 @@ func unlink[K, G comparable](fwd map[K]G, rev map[G]set[K], k K) {
 }
 
 // setServices records the Services of the clusters of a Gateway's IR.
+// A change usually adds or removes a Service or two in a long list, always
+// built in the same order: only the part between the common head and the
+// common tail of the old and new lists is re-indexed.
 func (x *index) setServices(gw resource.Key, svcs []resource.Key) {
-	if slices.Equal(x.gatewayServices[gw], svcs) {
+	old := x.gatewayServices[gw]
+	if slices.Equal(old, svcs) {
 		return
 	}
-	for _, s := range x.gatewayServices[gw] {
+	head := 0
+	for head < len(old) && head < len(svcs) && old[head] == svcs[head] {
+		head++
+	}
+	tail := 0
+	for tail < len(old)-head && tail < len(svcs)-head && old[len(old)-1-tail] == svcs[len(svcs)-1-tail] {
+		tail++
+	}
+	gone, added := old[head:len(old)-tail], svcs[head:len(svcs)-tail]
+	for _, s := range added {
+		g := x.serviceGateways[s]
+		if g == nil {
+			g = set[resource.Key]{}
+			x.serviceGateways[s] = g
+		}
+		g.add(gw)
+	}
+	for _, s := range gone {
+		// A Service may also be elsewhere in the new list.
+		if slices.Contains(added, s) || slices.Contains(svcs[:head], s) || slices.Contains(svcs[len(svcs)-tail:], s) {
+			continue
+		}
 		if g := x.serviceGateways[s]; g != nil {
 			delete(g, gw)
 			if len(g) == 0 {
@@ -219,14 +244,6 @@ func (x *index) setServices(gw resource.Key, svcs []resource.Key) {
 		return
 	}
 	x.gatewayServices[gw] = svcs
-	for _, s := range svcs {
-		g := x.serviceGateways[s]
-		if g == nil {
-			g = set[resource.Key]{}
-			x.serviceGateways[s] = g
-		}
-		g.add(gw)
-	}
 }
 
 // routesOf adds to out the routes that name Gateway g or one of its
