@@ -202,9 +202,9 @@ func TestStandaloneEndToEnd(t *testing.T) {
 	}
 
 	ads := dialADS(t, s.xds, resourcev3.ClusterType, resourcev3.ListenerType)
-	// Each resource type has its own version (a content hash), so that a
-	// change re-sends only the types it touched; /debug/xds shows the
-	// Gateway's version, a hash of everything.
+	// A change re-sends only the resources it touched (each type has its
+	// own SotW version); /debug/xds shows the Gateway's version, a content
+	// hash of everything.
 	v1 := ads.waitClusters(t, clusterName("web"))
 	lds := ads.waitResponse(t, resourcev3.ListenerType, listenerName).VersionInfo
 	d1 := s.debugVersion()

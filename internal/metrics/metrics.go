@@ -26,8 +26,12 @@ type Metrics struct {
 	// Registry holds every collector below plus the Go and process collectors.
 	Registry *prometheus.Registry
 
-	// TranslationDuration observes one full translation (inputs → xDS).
+	// TranslationDuration observes one translation (inputs → xDS
+	// resources), without the hand-off to the xDS cache.
 	TranslationDuration prometheus.Histogram
+	// XDSUpdateDuration observes one hand-off of translated resources to
+	// the xDS cache (which wakes the watches of the proxies).
+	XDSUpdateDuration prometheus.Histogram
 	// SnapshotInfo is 1 for the xDS snapshot version served per gateway.
 	// Use SetSnapshotVersion / DeleteGateway rather than writing it directly.
 	SnapshotInfo *prometheus.GaugeVec
@@ -51,6 +55,13 @@ func New() *Metrics {
 			Name:      "translation_duration_seconds",
 			Help:      "Time taken to translate the Gateway API inputs into xDS resources.",
 			Buckets:   []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		XDSUpdateDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace,
+			Subsystem: "xds",
+			Name:      "update_duration_seconds",
+			Help:      "Time taken to hand translated resources to the xDS cache.",
+			Buckets:   []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 		SnapshotInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace,
@@ -84,6 +95,7 @@ func New() *Metrics {
 	)
 	m.MustRegister(
 		m.TranslationDuration,
+		m.XDSUpdateDuration,
 		m.SnapshotInfo,
 		m.XDSStreams,
 		m.XDSNacks,

@@ -320,7 +320,10 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot, queued 
 	xds := p.translateGateways(res.Gateways, prev)
 	xlateDur := time.Since(start)
 
-	if err := p.cfg.XDS.Update(ctx, xds); err != nil {
+	updateStart := time.Now()
+	err = p.cfg.XDS.Update(ctx, xds)
+	updateDur := time.Since(updateStart)
+	if err != nil {
 		if ctx.Err() != nil {
 			return // shutting down
 		}
@@ -342,7 +345,8 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot, queued 
 	// Snapshot versions are recorded by the xDS server, which knows what
 	// it actually serves.
 	if m := p.cfg.Metrics; m != nil {
-		m.TranslationDuration.Observe(cur.Duration.Seconds())
+		m.TranslationDuration.Observe(xlateDur.Seconds())
+		m.XDSUpdateDuration.Observe(updateDur.Seconds())
 	}
 	p.latest.Store(cur)
 	p.ready.Store(true)

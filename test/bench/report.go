@@ -48,6 +48,9 @@ func Rows(r *Results) []Row {
 	for _, n := range sortedNs(r.TranslateFull) {
 		t := r.TranslateFull[n]
 		row := Row{Figure: "Full translation (ms; allocs)", N: n, Value: fmt.Sprintf("%s ms; %d allocs", f(t.Ms), t.Allocs)}
+		if t.SequentialMs > 0 {
+			row.Value += fmt.Sprintf(" (one Gateway at a time: %s ms)", f(t.SequentialMs))
+		}
 		switch n {
 		case "1000":
 			row.Target, row.Met = "≤ 25 ms", check(t.Ms <= 25)
@@ -210,9 +213,12 @@ func dash(s string) string {
 func writeMethod(p func(string, ...any), d *Details) {
 	p("## How each figure is measured\n\n")
 	p("- **Full translation**: in-process `testing.Benchmark` of `gen.Snapshot(N)` → `gatewayapi.Translate` →")
-	p(" `translate.Translate` for each of its 10 Gateways (validated, marshalled, hashed Envoy resources).\n")
+	p(" `translate.TranslateAll` of its Gateways (validated, encoded, hashed Envoy resources), several Gateways at a")
+	p(" time as the controller does; the table also gives the time one Gateway after the other.\n")
 	p("- **Translation of one changed route**: the mean of the follower's `portico_translation_duration_seconds`")
-	p(" (sum/count delta) over the quiet propagation probes, each of which is two single-route changes.\n")
+	p(" (sum/count delta) over the quiet propagation probes, each of which is two single-route changes: Gateway API")
+	p(" and xDS translation, without the hand-off to the xDS cache (`portico_xds_update_duration_seconds`, in")
+	p(" details.json as `follower_xds_update_mean_ms`).\n")
 	p("- **Propagation**: an HTTPRoute with a unique path is created on a Gateway; the time until a Delta ADS")
 	p(" client, connected over mTLS (the Gateway's client certificate) to the **follower** replica, receives a")
 	p(" resource holding that path. The route is then deleted and its removal awaited. Under churn, routes change")

@@ -76,10 +76,13 @@ type Machine struct {
 	LoadAvgMax float64 `json:"load_avg_max"`
 }
 
-// TranslateFull is one full translation at N routes.
+// TranslateFull is one full translation at N routes: Ms and Allocs as the
+// controller translates (Gateways in parallel), SequentialMs one Gateway
+// after the other.
 type TranslateFull struct {
-	Ms     float64 `json:"ms"`
-	Allocs int64   `json:"allocs"`
+	Ms           float64 `json:"ms"`
+	Allocs       int64   `json:"allocs"`
+	SequentialMs float64 `json:"sequential_ms,omitempty"`
 }
 
 // Millis is a single duration in milliseconds.

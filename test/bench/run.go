@@ -73,6 +73,7 @@ type Stage struct {
 	BytesDeleteKB   *Stat                    `json:"bytes_delete_kb,omitempty"`
 	Translations    int                      `json:"follower_translations_during_probes"`
 	TranslateMeanMs float64                  `json:"follower_translation_mean_ms"`
+	XDSUpdateMeanMs float64                  `json:"follower_xds_update_mean_ms"`
 	Memory          map[string]ReplicaMemory `json:"memory"`
 	AllocQuietMBs   map[string]float64       `json:"alloc_rate_quiet_mb_s"`
 	AllocChurnMBs   map[string]float64       `json:"alloc_rate_churn_mb_s"`
@@ -313,6 +314,7 @@ func (s *suite) clientTLS(ctx context.Context) (*tls.Config, error) {
 const (
 	mTranslationCount = "portico_translation_duration_seconds_count"
 	mTranslationSum   = "portico_translation_duration_seconds_sum"
+	mXDSUpdateSum     = "portico_xds_update_duration_seconds_sum"
 	mQueueDepth       = "portico_status_queue_depth"
 	mHeapInuse        = "go_memstats_heap_inuse_bytes"
 	mAllocTotal       = "go_memstats_alloc_bytes_total"

@@ -12,9 +12,12 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/metrics"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -203,4 +206,25 @@ func decoded(t *testing.T, res types.Resource) types.Resource {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// A proxy that rejects its very first response (so its NACK carries an
+// empty version) is not sent the same resources again: the next response
+// it gets is that of the next change.
+func TestSotWFirstResponseNackedNoLoop(t *testing.T) {
+	e := startEnv(t)
+	e.update(t, gwA.resources(t, "a1"))
+	c := newSotwClient(t, e.conn)
+	c.send(&discoveryv3.DiscoveryRequest{Node: node(gwA.gateway), TypeUrl: resourcev3.ClusterType})
+	r := c.recv()
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: r.GetNonce(),
+		ErrorDetail: &status.Status{Code: int32(codes.InvalidArgument), Message: "no"}})
+	eventually(t, "the NACK received", func() bool { return e.requests(t, metrics.KindSotW) == 2 })
+	a2 := gwA
+	a2.clusters = []string{"c9"}
+	e.update(t, a2.resources(t, "a2"))
+	// Make before break: c9 comes first, next to the clusters it replaces.
+	if r := c.recv(); !slices.Contains(sotwNames(t, r), a2.name("c9")) {
+		t.Fatalf("got clusters %v, want a2's c9 (the rejected ones were resent?)", sotwNames(t, r))
+	}
 }

@@ -22,12 +22,13 @@ import (
 // certificate names another gateway.
 //
 // They also stop SotW NACK loops. A SotW NACK carries the last version the
-// proxy accepted; the snapshot cache, seeing a version different from its
-// snapshot's, would answer at once with the rejected snapshot again, which
-// the proxy rejects again, and so on. OnStreamRequest therefore rewrites the
-// version_info of a NACK (of the latest response) to the rejected version, so
-// the cache waits for a new snapshot before sending that type again. Delta
-// xDS needs no such care: the cache only sends resources that changed.
+// proxy accepted, which is empty when it never accepted one; a cache seeing
+// an empty version answers at once with everything it has, that is the
+// rejected resources again, which the proxy rejects again, and so on.
+// OnStreamRequest therefore rewrites the version_info of a NACK (of the
+// latest response) to the rejected version, so the cache waits for a change
+// before sending that type again. Delta xDS needs no such care: the cache
+// only sends resources that changed.
 type callbacks struct {
 	log *slog.Logger
 	m   *metrics.Metrics

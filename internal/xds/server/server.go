@@ -81,7 +81,7 @@ type Server struct {
 	versions map[string]string // gateway → version set in the cache
 }
 
-// New returns a Server with an empty ADS snapshot cache. A nil log discards
+// New returns a Server with an empty cache. A nil log discards
 // logs; a nil m uses a private metrics.Metrics.
 func New(log *slog.Logger, m *metrics.Metrics) *Server {
 	if log == nil {
