@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -31,11 +35,15 @@ type adsResponse struct {
 
 // adsStream is a real ADS (SotW) client of one type, as an Envoy of a
 // Gateway opens it: mutual TLS with the Gateway's client certificate,
-// node.cluster = namespace/name; every response is ACKed.
+// node.cluster = namespace/name; every response is ACKed. Like a proxy, it
+// keeps the resources of a type that is not sent in full (EDS): a response
+// of such a type carries the resources that changed, and adds to or
+// replaces those received before.
 type adsStream struct {
 	typeURL string
 	resp    chan adsResponse
 	errc    chan error
+	known   map[string]*anypb.Any // EDS: every load assignment received, by cluster name
 }
 
 func dialADS(t *testing.T, addr, gateway string, secret *corev1.Secret, typeURL string) *adsStream {
@@ -90,6 +98,9 @@ func (a *adsStream) waitFor(timeout time.Duration, match func(*discoveryv3.Disco
 	for {
 		select {
 		case r := <-a.resp:
+			if a.typeURL == typeEDS {
+				r.DiscoveryResponse = a.merge(r.DiscoveryResponse)
+			}
 			if match(r.DiscoveryResponse) {
 				return r, nil
 			}
@@ -100,6 +111,26 @@ func (a *adsStream) waitFor(timeout time.Duration, match func(*discoveryv3.Disco
 			return adsResponse{}, fmt.Errorf("no matching %s response within %s", a.typeURL, timeout)
 		}
 	}
+}
+
+// merge adds the load assignments of an EDS response to those received
+// before and returns a response holding all of them.
+func (a *adsStream) merge(r *discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryResponse {
+	if a.known == nil {
+		a.known = map[string]*anypb.Any{}
+	}
+	for _, res := range r.Resources {
+		cla := &endpointv3.ClusterLoadAssignment{}
+		if err := res.UnmarshalTo(cla); err == nil {
+			a.known[cla.ClusterName] = res
+		}
+	}
+	out := proto.Clone(r).(*discoveryv3.DiscoveryResponse)
+	out.Resources = nil
+	for _, name := range slices.Sorted(maps.Keys(a.known)) {
+		out.Resources = append(out.Resources, a.known[name])
+	}
+	return out
 }
 
 // endpoints returns the endpoint addresses of an EDS response.
