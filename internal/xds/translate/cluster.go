@@ -74,6 +74,13 @@ func (t *translator) clustersAndEndpoints() (clusters, endpoints []*entry, err e
 		t.clusters[c.Name] = true
 
 		old := t.memo.clusters[c.Name]
+		if old != nil && old.protocol == c.Protocol && slices.Equal(old.endpoints, c.Endpoints) {
+			// Unchanged: its translation as it is (entries are immutable).
+			t.next.clusters[c.Name] = old
+			clusters = append(clusters, old.cluster)
+			endpoints = append(endpoints, old.cla)
+			continue
+		}
 		ce := &clusterEntry{protocol: c.Protocol, endpoints: c.Endpoints}
 		if old != nil && old.protocol == c.Protocol {
 			ce.cluster = old.cluster
