@@ -132,12 +132,7 @@ func (x *index) updateRoute(snap *resource.Snapshot, route resource.Ref) {
 	}
 	x.routeParents[route] = parents
 	for _, p := range parents {
-		s := x.routesByParent[p]
-		if s == nil {
-			s = set[resource.Ref]{}
-			x.routesByParent[p] = s
-		}
-		s.add(route)
+		addTo(x.routesByParent, p, route)
 	}
 }
 
@@ -178,12 +173,17 @@ func (x *index) updateGateway(snap *resource.Snapshot, k resource.Key) {
 // link records that k belongs to group g: fwd[k] = g and k ∈ rev[g].
 func link[K, G comparable](fwd map[K]G, rev map[G]set[K], k K, g G) {
 	fwd[k] = g
-	s := rev[g]
+	addTo(rev, g, k)
+}
+
+// addTo adds v to the set m[k], making the set if needed.
+func addTo[K, V comparable](m map[K]set[V], k K, v V) {
+	s := m[k]
 	if s == nil {
-		s = set[K]{}
-		rev[g] = s
+		s = set[V]{}
+		m[k] = s
 	}
-	s.add(k)
+	s.add(v)
 }
 
 // unlink forgets k's group, dropping the group's set once it is empty.
@@ -220,12 +220,7 @@ func (x *index) setServices(gw resource.Key, svcs []resource.Key) {
 	}
 	gone, added := old[head:len(old)-tail], svcs[head:len(svcs)-tail]
 	for _, s := range added {
-		g := x.serviceGateways[s]
-		if g == nil {
-			g = set[resource.Key]{}
-			x.serviceGateways[s] = g
-		}
-		g.add(gw)
+		addTo(x.serviceGateways, s, gw)
 	}
 	for _, s := range gone {
 		// A Service may also be elsewhere in the new list.
