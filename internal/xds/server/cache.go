@@ -211,10 +211,7 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 			w.cancel = cancel
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%v", errs)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // remove stops serving gw: its proxies keep their configuration, new
