@@ -138,10 +138,16 @@ func BenchmarkEndpointChange(b *testing.B) {
 	}
 }
 
-// changedBytes is the encoded size of the resources whose version differs
-// between two hand-offs: what delta xDS sends to one proxy of each changed
-// Gateway (without framing).
+// changedBytes is the encoded size of the resources that differ between
+// two hand-offs (translate.Diff): what delta xDS sends to one proxy of each
+// changed Gateway (without framing).
 func changedBytes(prev, cur []*translate.Resources) int {
+	return changedBytesOf(prev, cur, nil)
+}
+
+// changedBytesOf is changedBytes of the resources keep accepts (all when
+// keep is nil).
+func changedBytesOf(prev, cur []*translate.Resources, keep func(typ, name string) bool) int {
 	old := map[string]*translate.Resources{}
 	for _, r := range prev {
 		old[r.Gateway] = r
@@ -152,15 +158,10 @@ func changedBytes(prev, cur []*translate.Resources) int {
 		if o == r {
 			continue
 		}
-		var ov map[string]map[string]string
-		if o != nil {
-			ov = o.VersionMap()
-		}
-		for typ, rs := range r.ByType() {
-			vm := r.VersionMap()[typ]
-			for _, res := range rs {
-				name := cachev3.GetResourceName(res)
-				if ov == nil || ov[typ][name] != vm[name] {
+		for typ := range r.ByType() {
+			changed, _ := translate.Diff(o, r, typ)
+			for _, res := range changed {
+				if keep == nil || keep(typ, cachev3.GetResourceName(res)) {
 					n += proto.Size(res)
 				}
 			}

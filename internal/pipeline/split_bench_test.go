@@ -10,7 +10,6 @@ import (
 
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
@@ -63,25 +62,9 @@ func BenchmarkIncrementalRouteChangeSplit(b *testing.B) {
 // changedHTTPSRouteBytes is the part of changedBytes that is route
 // configs of HTTPS listeners.
 func changedHTTPSRouteBytes(prev, cur []*translate.Resources) int {
-	old := map[string]*translate.Resources{}
-	for _, r := range prev {
-		old[r.Gateway] = r
-	}
-	n := 0
-	for _, r := range cur {
-		o := old[r.Gateway]
-		if o == r || o == nil {
-			continue
-		}
-		ov, cv := o.ResourceVersions(resourcev3.RouteType), r.ResourceVersions(resourcev3.RouteType)
-		for _, res := range r.Routes {
-			name := cachev3.GetResourceName(res)
-			if strings.Contains(name, "/https-") && ov[name] != cv[name] {
-				n += proto.Size(res)
-			}
-		}
-	}
-	return n
+	return changedBytesOf(prev, cur, func(typ, name string) bool {
+		return typ == resourcev3.RouteType && strings.Contains(name, "/https-")
+	})
 }
 
 // With the split, a single-route change sends one hostname's route config

@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -18,30 +17,7 @@ import (
 // of the fresh translation.
 func sameAsFresh(t *testing.T, gw *ir.Gateway, got *Resources) {
 	t.Helper()
-	want := mustTranslate(t, gw)
-	if got.Version != want.Version {
-		t.Fatalf("version %s, fresh translation %s", got.Version, want.Version)
-	}
-	a, b := marshalAll(t, got), marshalAll(t, want)
-	if len(a) != len(b) {
-		t.Fatalf("%d resources, fresh translation %d", len(a), len(b))
-	}
-	for i := range a {
-		if !bytes.Equal(a[i], b[i]) {
-			t.Fatalf("resource %d differs from the fresh translation", i)
-		}
-	}
-	gv, wv := got.VersionMap(), want.VersionMap()
-	for typ, m := range wv {
-		for name, v := range m {
-			if gv[typ][name] != v {
-				t.Fatalf("%s %s: version %q, fresh %q", typ, name, gv[typ][name], v)
-			}
-		}
-		if len(gv[typ]) != len(m) {
-			t.Fatalf("%s: %d versions, fresh %d", typ, len(gv[typ]), len(m))
-		}
-	}
+	identical(t, got, mustTranslate(t, gw), "fresh translation")
 }
 
 // Copy-on-write edits of an IR: the result shares every object not on the

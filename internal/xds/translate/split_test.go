@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -162,22 +161,7 @@ func TestSplitDeterministic(t *testing.T) {
 	gw := splitGateway()
 	slices.Reverse(gw.Listeners[0].FilterChains[0].RouteConfig.VirtualHosts)
 	slices.Reverse(gw.Listeners)
-	b := mustTranslateWith(t, gw, splitOpts)
-	if a.Version != b.Version {
-		t.Fatalf("versions %s and %s", a.Version, b.Version)
-	}
-	ma, mb := marshalAll(t, a), marshalAll(t, b)
-	if len(ma) != len(mb) {
-		t.Fatalf("%d and %d resources", len(ma), len(mb))
-	}
-	for i := range ma {
-		if !bytes.Equal(ma[i], mb[i]) {
-			t.Fatalf("resource %d differs", i)
-		}
-	}
-	if fmt.Sprint(a.VersionMap()) != fmt.Sprint(b.VersionMap()) {
-		t.Error("resource versions differ")
-	}
+	identical(t, mustTranslateWith(t, gw, splitOpts), a, "translation in IR order")
 }
 
 // A listener that cannot be split, or several that could, keep the single
@@ -261,19 +245,7 @@ func changedNames(prev, cur *Resources) map[resourcev3.Type][]string {
 
 func sameAsFreshWith(t *testing.T, gw *ir.Gateway, got *Resources) {
 	t.Helper()
-	want := mustTranslateWith(t, gw, splitOpts)
-	if got.Version != want.Version || fmt.Sprint(got.VersionMap()) != fmt.Sprint(want.VersionMap()) {
-		t.Fatalf("version %s, fresh translation %s (or resource versions differ)", got.Version, want.Version)
-	}
-	a, b := marshalAll(t, got), marshalAll(t, want)
-	if len(a) != len(b) {
-		t.Fatalf("%d resources, fresh translation %d", len(a), len(b))
-	}
-	for i := range a {
-		if !bytes.Equal(a[i], b[i]) {
-			t.Fatalf("resource %d differs from the fresh translation", i)
-		}
-	}
+	identical(t, got, mustTranslateWith(t, gw, splitOpts), "fresh translation")
 }
 
 // A Translator with the split: a changed route re-sends its hostname's

@@ -472,20 +472,39 @@ func marshalAll(t testing.TB, res *Resources) [][]byte {
 	return out
 }
 
-func TestDeterministic(t *testing.T) {
-	a, b := mustTranslate(t, fullGateway()), mustTranslate(t, fullGateway())
-	if a.Version != b.Version {
-		t.Errorf("versions differ: %s %s", a.Version, b.Version)
+// identical fails t unless got and want have the same version, the
+// same resources byte for byte and the same resource versions. what names
+// want in the messages.
+func identical(t *testing.T, got, want *Resources, what string) {
+	t.Helper()
+	if got.Version != want.Version {
+		t.Fatalf("version %s, %s %s", got.Version, what, want.Version)
 	}
-	ma, mb := marshalAll(t, a), marshalAll(t, b)
-	if len(ma) != len(mb) {
-		t.Fatal("different resource counts")
+	a, b := marshalAll(t, got), marshalAll(t, want)
+	if len(a) != len(b) {
+		t.Fatalf("%d resources, %s %d", len(a), what, len(b))
 	}
-	for i := range ma {
-		if !bytes.Equal(ma[i], mb[i]) {
-			t.Errorf("resource %d differs", i)
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			t.Fatalf("resource %d differs from the %s", i, what)
 		}
 	}
+	gv, wv := got.VersionMap(), want.VersionMap()
+	for typ, m := range wv {
+		for name, v := range m {
+			if gv[typ][name] != v {
+				t.Fatalf("%s %s: version %q, %s %q", typ, name, gv[typ][name], what, v)
+			}
+		}
+		if len(gv[typ]) != len(m) {
+			t.Fatalf("%s: %d versions, %s %d", typ, len(gv[typ]), what, len(m))
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	a := mustTranslate(t, fullGateway())
+	identical(t, mustTranslate(t, fullGateway()), a, "first translation")
 
 	// Filter chains and virtual hosts in another order give the same output.
 	gw := fullGateway()
