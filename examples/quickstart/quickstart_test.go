@@ -93,6 +93,10 @@ func TestQuickstartTranslatesCleanly(t *testing.T) {
 		t.Errorf("resources of %q, want %q", xds.Gateway, gatewayKey)
 	}
 	for _, r := range slices.Concat(xds.Listeners, xds.Routes, xds.Clusters, xds.Endpoints, xds.Secrets) {
+		r, err := translate.Decode(r) // route tables are kept encoded
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := r.(interface{ ValidateAll() error }).ValidateAll(); err != nil {
 			t.Errorf("%T: %v", r, err)
 		}

@@ -117,6 +117,10 @@ func checkResources(t *testing.T, xds []*translate.Resources) {
 			"endpoint": r.Endpoints, "secret": r.Secrets,
 		} {
 			for i, res := range rs {
+				res, err := translate.Decode(res) // validate route tables in full
+				if err != nil {
+					t.Fatalf("%s: %s %d: %v", r.Gateway, kind, i, err)
+				}
 				v, ok := res.(interface{ ValidateAll() error })
 				if !ok {
 					t.Errorf("%s: %s %d (%T) has no ValidateAll", r.Gateway, kind, i, res)

@@ -178,6 +178,10 @@ func Resource(r types.Resource, opts Options) (any, error) {
 	if r == nil {
 		return nil, nil
 	}
+	r, err := translate.Decode(r)
+	if err != nil {
+		return nil, err
+	}
 	var m proto.Message = r
 	if opts.RedactSecrets {
 		m = redact(r)

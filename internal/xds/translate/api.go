@@ -31,7 +31,10 @@ type Resources struct {
 	// Version is a content hash of all resources: equal for equal content.
 	Version   string
 	Listeners []types.Resource // *listenerv3.Listener
-	Routes    []types.Resource // *routev3.RouteConfiguration
+	// Routes are *routev3.RouteConfiguration whose virtual hosts are kept
+	// encoded, as unknown fields (wire.go): they encode like the full
+	// configuration; Decode gives one whose fields can be read.
+	Routes    []types.Resource
 	Clusters  []types.Resource // *clusterv3.Cluster
 	Endpoints []types.Resource // *endpointv3.ClusterLoadAssignment
 	Secrets   []types.Resource // *tlsv3.Secret
@@ -249,10 +252,6 @@ func typeIndex(t resourcev3.Type) int {
 // are compared by their content hashes in one walk of the two sorted
 // lists; for other Resources every resource of next counts as changed
 // unless prev has an equal one (proto.Equal).
-//
-// Changed resources are given in the form to send: a route configuration
-// built by this package is its wire form (wire.go), whose encoding decodes
-// to the resource in next.Routes but which is cheaper to encode.
 func Diff(prev, next *Resources, t resourcev3.Type) (changed []types.Resource, removed []string) {
 	i := typeIndex(t)
 	if i < 0 {
@@ -273,11 +272,11 @@ func Diff(prev, next *Resources, t resourcev3.Type) (changed []types.Resource, r
 				removed = append(removed, a[0].name)
 				a = a[1:]
 			case len(a) == 0 || b[0].name < a[0].name:
-				changed = append(changed, b[0].served())
+				changed = append(changed, b[0].res)
 				b = b[1:]
 			default:
 				if a[0] != b[0] && a[0].version != b[0].version {
-					changed = append(changed, b[0].served())
+					changed = append(changed, b[0].res)
 				}
 				a, b = a[1:], b[1:]
 			}

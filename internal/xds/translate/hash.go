@@ -82,17 +82,6 @@ type entry struct {
 	hash hash
 	// version is hash.String(), computed once.
 	version string
-	// wire, when not nil, is what the xDS cache is given instead of res:
-	// the same encoding, assembled from encoded parts (see wire.go).
-	wire types.Resource
-}
-
-// served is the resource to hand to the xDS cache.
-func (e *entry) served() types.Resource {
-	if e.wire != nil {
-		return e.wire
-	}
-	return e.res
 }
 
 func newEntry(name string, res types.Resource, h hash) *entry {

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-
 	"github.com/portico-dev/portico/internal/ir"
 )
 
@@ -177,25 +175,26 @@ type rcEntry struct {
 // vhostEntry is a translated virtual host.
 type vhostEntry struct {
 	src    *ir.VirtualHost
+	name   string
 	domain string
-	vh     *routev3.VirtualHost
 	hash   hash
 	routes []*routeEntry
 	// maxBody is the longest direct response body of its routes.
 	maxBody int
 	// clusters are the cluster names its routes name.
 	clusters []string
-	// wire is vh's encoding, built from its routes' (see wire.go).
+	// wire is the virtual host's encoding, built from its routes' (see
+	// wire.go); no message of it is kept.
 	wire []byte
 }
 
 // routeEntry is a translated route.
 type routeEntry struct {
 	src  *ir.Route
-	r    *routev3.Route
 	hash hash
 	body int // length of the direct response body
-	// wire is r's deterministic encoding (see wire.go).
+	// wire is the route's deterministic encoding (see wire.go); the
+	// message itself is not kept.
 	wire []byte
 }
 

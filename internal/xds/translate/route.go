@@ -100,7 +100,7 @@ func (t *translator) routeConfigShell(name string, out *rcEntry) error {
 	}
 	// Envoy picks a virtual host by domain, not by position: sort by name so
 	// that the output does not depend on the order of the IR.
-	slices.SortFunc(vhosts, func(a, b *vhostEntry) int { return strings.Compare(a.vh.Name, b.vh.Name) })
+	slices.SortFunc(vhosts, func(a, b *vhostEntry) int { return strings.Compare(a.name, b.name) })
 	shell := &routev3.RouteConfiguration{
 		Name: name,
 		// Routes may name clusters that do not exist (InvalidBackendCluster):
@@ -129,13 +129,7 @@ func (t *translator) routeConfigShell(name string, out *rcEntry) error {
 	if err != nil {
 		return err
 	}
-	wire := routeConfigWire(shell, vhosts)
-	shell.VirtualHosts = make([]*routev3.VirtualHost, len(vhosts))
-	for i, v := range vhosts {
-		shell.VirtualHosts[i] = v.vh
-	}
-	out.entry = newEntry(name, shell, h)
-	out.entry.wire = wire
+	out.entry = newEntry(name, routeConfigWire(shell, vhosts), h)
 	return nil
 }
 
@@ -214,7 +208,7 @@ func (t *translator) virtualHost(name, domain string, vh *ir.VirtualHost, prev *
 			old[re.src] = re
 		}
 	}
-	out := &vhostEntry{src: vh, domain: domain, routes: make([]*routeEntry, 0, len(vh.Routes))}
+	out := &vhostEntry{src: vh, name: name, domain: domain, routes: make([]*routeEntry, 0, len(vh.Routes))}
 	v := &routev3.VirtualHost{Name: name, Domains: []string{domain}}
 	if err := validated(v, name); err != nil {
 		return nil, err
@@ -242,11 +236,7 @@ func (t *translator) virtualHost(name, domain string, vh *ir.VirtualHost, prev *
 		return nil, err
 	}
 	out.wire = vhostWire(t.hs.buf, out.routes) // hs.buf: v's encoding without routes
-	v.Routes = make([]*routev3.Route, len(out.routes))
-	for i, re := range out.routes {
-		v.Routes[i] = re.r
-	}
-	out.vh, out.hash = v, h
+	out.hash = h
 	return out, nil
 }
 
@@ -280,7 +270,8 @@ func (t *translator) routeEntry(r *ir.Route, prev *routeEntry) (*routeEntry, err
 	if err != nil {
 		return nil, err
 	}
-	re := &routeEntry{src: r, r: rr, hash: h, body: len(rr.GetDirectResponse().GetBody().GetInlineString()),
+	// rr is the translator's scratch message: only its encoding is kept.
+	re := &routeEntry{src: r, hash: h, body: len(rr.GetDirectResponse().GetBody().GetInlineString()),
 		wire: slices.Clone(t.hs.buf)}
 	t.shareRoute(r, re)
 	return re, nil
@@ -315,7 +306,8 @@ func (t *translator) routeTouchesChanged(r *ir.Route) bool {
 	return touched
 }
 
-// routeParts are the messages of a typical route, allocated together.
+// routeParts are the messages of a typical route, allocated together. The
+// translator keeps one and reuses it for every route (route).
 type routeParts struct {
 	route     routev3.Route
 	match     routev3.RouteMatch
@@ -325,6 +317,16 @@ type routeParts struct {
 	prefix    routev3.RouteMatch_Prefix
 	sepPrefix routev3.RouteMatch_PathSeparatedPrefix
 	path      routev3.RouteMatch_Path
+}
+
+// scratch returns the translator's route messages, cleared.
+func (t *translator) scratch() *routeParts {
+	if t.parts == nil {
+		t.parts = &routeParts{}
+	} else {
+		*t.parts = routeParts{}
+	}
+	return t.parts
 }
 
 // headerParts and queryParts are the messages of an exact header or query
@@ -346,8 +348,10 @@ type exactParts struct {
 	exact matcherv3.StringMatcher_Exact
 }
 
+// route translates r into the translator's scratch messages: the result
+// is valid until the next call.
 func (t *translator) route(r *ir.Route) (*routev3.Route, error) {
-	parts := &routeParts{}
+	parts := t.scratch()
 	if err := routeMatchIn(&parts.match, parts, r.Match); err != nil {
 		return nil, err
 	}

@@ -260,7 +260,7 @@ func (rb *routeBuilder) checkSplitNames() error {
 // hostRouteConfig is the route config named name holding the virtual host
 // v alone.
 func (t *translator) hostRouteConfig(name string, v *vhostEntry) (*entry, error) {
-	out := &rcEntry{vhosts: map[string]*vhostEntry{v.vh.Name: v}}
+	out := &rcEntry{vhosts: map[string]*vhostEntry{v.name: v}}
 	if err := t.routeConfigShell(name, out); err != nil {
 		return nil, err
 	}

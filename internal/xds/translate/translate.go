@@ -81,6 +81,8 @@ type translator struct {
 	// placed in several virtual hosts or route configs is translated once.
 	shared map[*ir.Route]*routeEntry
 	hs     hasher
+	// parts are the scratch messages of route, reused for every route.
+	parts *routeParts
 	// http2 is the packed upstream HTTP/2 options, made once.
 	http2 *anypb.Any
 }

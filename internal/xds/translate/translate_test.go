@@ -38,7 +38,11 @@ func find[T types.Resource](t testing.TB, rs []types.Resource, name string) T {
 	t.Helper()
 	for _, r := range rs {
 		if cachev3.GetResourceName(r) == name {
-			return r.(T)
+			d, err := Decode(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d.(T)
 		}
 	}
 	t.Fatalf("no resource %q", name)

@@ -1,7 +1,10 @@
 package translate
 
 import (
+	"fmt"
+
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -17,11 +20,11 @@ import (
 // routes' and a route configuration's from its virtual hosts'. A
 // protobuf message is the concatenation of its fields, and a repeated
 // message field the concatenation of one length-prefixed field per
-// element, in any order; so the route configuration the xDS cache is given
-// (entry.wire) is the configuration without its virtual hosts, carrying
-// their encodings as unknown fields, which proto encodes by copying them.
-// Its encoding decodes to a message equal to the translated one (tested);
-// only the order of fields differs, which protobuf allows.
+// element, in any order; so the route configuration in Resources.Routes is
+// the configuration without its virtual hosts, carrying their encodings as
+// unknown fields, which proto encodes by copying them. Only the encodings
+// are kept: the messages of routes are built in scratch space, encoded
+// and dropped, and Decode rebuilds the message for those who read it.
 
 var (
 	vhostRoutesField  = fieldNumber(&routev3.VirtualHost{}, "routes")
@@ -63,4 +66,23 @@ func routeConfigWire(shell *routev3.RouteConfiguration, vhosts []*vhostEntry) *r
 	w := proto.Clone(shell).(*routev3.RouteConfiguration)
 	w.ProtoReflect().SetUnknown(raw)
 	return w
+}
+
+// Decode returns r as a message whose fields can be read: a route
+// configuration in wire form is decoded, with its virtual hosts and
+// routes; any other resource is r itself.
+func Decode(r types.Resource) (types.Resource, error) {
+	rc, ok := r.(*routev3.RouteConfiguration)
+	if !ok || len(rc.ProtoReflect().GetUnknown()) == 0 {
+		return r, nil
+	}
+	b, err := proto.Marshal(rc)
+	if err != nil {
+		return nil, err
+	}
+	out := &routev3.RouteConfiguration{}
+	if err := proto.Unmarshal(b, out); err != nil {
+		return nil, fmt.Errorf("route configuration %q: %w", rc.GetName(), err)
+	}
+	return out, nil
 }
