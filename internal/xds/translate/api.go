@@ -34,9 +34,11 @@ type Resources struct {
 	// Routes are *routev3.RouteConfiguration whose virtual hosts are kept
 	// encoded, as unknown fields (wire.go): they encode like the full
 	// configuration; Decode gives one whose fields can be read.
-	Routes    []types.Resource
-	Clusters  []types.Resource // *clusterv3.Cluster
-	Endpoints []types.Resource // *endpointv3.ClusterLoadAssignment
+	Routes   []types.Resource
+	Clusters []types.Resource // *clusterv3.Cluster
+	// Endpoints are *endpointv3.ClusterLoadAssignment with their
+	// endpoints kept encoded, like Routes' virtual hosts.
+	Endpoints []types.Resource
 	Secrets   []types.Resource // *tlsv3.Secret
 	// ScopedRoutes are the routing scopes of listeners split by hostname
 	// (Options.RouteSplit); empty otherwise.

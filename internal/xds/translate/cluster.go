@@ -89,7 +89,7 @@ func (t *translator) clustersAndEndpoints() (clusters, endpoints []*entry, err e
 		}
 		if old != nil && slices.Equal(old.endpoints, c.Endpoints) {
 			ce.cla = old.cla
-		} else if ce.cla, err = t.resourceEntry(c.Name, loadAssignment(c)); err != nil {
+		} else if ce.cla, err = t.claEntry(c); err != nil {
 			return nil, nil, err
 		}
 		t.next.clusters[c.Name] = ce
@@ -131,7 +131,7 @@ func (t *translator) clustersInPlace(prev *gatewayMemo) (clusters, endpoints []*
 			cl[i], ce.cluster, ce.protocol = e, e, c.Protocol
 		}
 		if !slices.Equal(c.Endpoints, ce.endpoints) {
-			e, err := t.resourceEntry(c.Name, loadAssignment(c))
+			e, err := t.claEntry(c)
 			if err != nil {
 				return nil, nil, false, err
 			}
@@ -205,27 +205,54 @@ func http2ProtocolOptions() (*anypb.Any, error) {
 	})
 }
 
-// loadAssignment lists the endpoints of c in one locality. Endpoints whose
-// address is not an IP (e.g. from an FQDN EndpointSlice) or whose port is
-// out of range cannot be used by an EDS cluster and are left out.
-func loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
+// claEntry is the load assignment of c, kept in wire form (wire.go): the
+// messages are built in the translator's scratch space, validated and
+// encoded, and only the encoding is kept.
+func (t *translator) claEntry(c *ir.Cluster) (*entry, error) {
+	cla := t.loadAssignment(c)
+	if err := validated(cla, c.Name); err != nil {
+		return nil, err
+	}
+	h, err := t.hs.message(cla)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", c.Name, err)
+	}
+	w, err := claWire(c.Name, t.hs.buf)
+	if err != nil {
+		return nil, err
+	}
+	return newEntry(c.Name, w, h), nil
+}
+
+// lbEndpointParts are the messages of one endpoint, allocated together.
+type lbEndpointParts struct {
+	lb   endpointv3.LbEndpoint
+	host endpointv3.LbEndpoint_Endpoint
+	ep   endpointv3.Endpoint
+	addr corev3.Address
+	sa   corev3.Address_SocketAddress
+	sock corev3.SocketAddress
+	port corev3.SocketAddress_PortValue
+}
+
+// loadAssignment lists the endpoints of c in one locality, in the
+// translator's scratch messages: the result is valid until the next call.
+// Endpoints whose address is not an IP (e.g. from an FQDN EndpointSlice)
+// or whose port is out of range cannot be used by an EDS cluster and are
+// left out.
+func (t *translator) loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: c.Name}
 	n := len(c.Endpoints)
 	if n == 0 {
 		return cla
 	}
-	// The messages of all endpoints are allocated together.
-	type lbEndpoint struct {
-		lb   endpointv3.LbEndpoint
-		host endpointv3.LbEndpoint_Endpoint
-		ep   endpointv3.Endpoint
-		addr corev3.Address
-		sa   corev3.Address_SocketAddress
-		sock corev3.SocketAddress
-		port corev3.SocketAddress_PortValue
+	if cap(t.endpointParts) < n {
+		t.endpointParts = make([]lbEndpointParts, n)
+		t.endpointPtrs = make([]*endpointv3.LbEndpoint, 0, n)
 	}
-	all := make([]lbEndpoint, n)
-	ptrs := make([]*endpointv3.LbEndpoint, 0, n)
+	all := t.endpointParts[:n]
+	clear(all)
+	ptrs := t.endpointPtrs[:0]
 	for _, e := range c.Endpoints {
 		addr, err := netip.ParseAddr(e.Address)
 		if err != nil || addr.Zone() != "" || e.Port == 0 || e.Port > 65535 {

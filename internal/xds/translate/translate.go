@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -81,8 +82,11 @@ type translator struct {
 	// placed in several virtual hosts or route configs is translated once.
 	shared map[*ir.Route]*routeEntry
 	hs     hasher
-	// parts are the scratch messages of route, reused for every route.
-	parts *routeParts
+	// parts are the scratch messages of route, reused for every route;
+	// endpointParts and endpointPtrs those of loadAssignment.
+	parts         *routeParts
+	endpointParts []lbEndpointParts
+	endpointPtrs  []*endpointv3.LbEndpoint
 	// http2 is the packed upstream HTTP/2 options, made once.
 	http2 *anypb.Any
 }

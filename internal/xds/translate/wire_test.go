@@ -3,19 +3,44 @@ package translate
 import (
 	"testing"
 
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// checkWire checks the route configurations of res, which are kept in
-// wire form: each decodes completely (no field is left unknown at any
-// depth), the result is valid, and it encodes to as many bytes as the
-// wire form. That the content is right is the golden tests' part (they
-// render the decoded form).
+// checkWire checks the route configurations and load assignments of res,
+// which are kept in wire form: each decodes completely (no field is left
+// unknown at any depth), the result is valid, and it encodes to as many
+// bytes as the wire form. That the content is right is the golden tests'
+// part (they render the decoded form).
 func checkWire(t *testing.T, res *Resources) {
 	t.Helper()
+	for _, w := range res.Endpoints {
+		name := cachev3.GetResourceName(w)
+		b, err := cachev3.MarshalResource(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := Decode(w)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cla := d.(*endpointv3.ClusterLoadAssignment)
+		if cla.ClusterName != name || (len(cla.Endpoints) > 0 && d == w) {
+			t.Errorf("%s: decoded as %q, endpoints outside the wire form: %v", name, cla.ClusterName, d == w)
+		}
+		if unknown := unknownFields(cla.ProtoReflect()); unknown != "" {
+			t.Errorf("%s: decoded with unknown fields in %s", name, unknown)
+		}
+		if err := cla.ValidateAll(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if got := proto.Size(cla); got != len(b) {
+			t.Errorf("%s: wire form of %d bytes decodes to a load assignment of %d", name, len(b), got)
+		}
+	}
 	for _, w := range res.Routes {
 		name := cachev3.GetResourceName(w)
 		b, err := cachev3.MarshalResource(w)
