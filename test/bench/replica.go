@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -124,6 +125,31 @@ func (r *Replica) get(ctx context.Context, path string) (*http.Response, error) 
 		return nil, err
 	}
 	return r.http.Do(req)
+}
+
+// SaveProfile writes the profile the admin server serves at path (a
+// /debug/pprof/ one) to file.
+func (r *Replica) SaveProfile(ctx context.Context, path, file string) error {
+	resp, err := r.get(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s (is --debug-pprof set?)", path, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // Ready reports whether /readyz answers 200.

@@ -40,7 +40,10 @@ type Config struct {
 	ControllerArgs     []string // extra `portico controller` flags
 	SkipTranslate      bool
 	SkipCluster        bool
-	Log                io.Writer
+	// Profiles: save each replica's heap profile at each N under
+	// Out/profiles (the controllers need --debug-pprof).
+	Profiles bool
+	Log      io.Writer
 }
 
 // Details are what results.json has no room for (details.json).
@@ -355,13 +358,19 @@ func (s *suite) drain(ctx context.Context, limit time.Duration) bool {
 	return err == nil
 }
 
-func (s *suite) memory(ctx context.Context) map[string]ReplicaMemory {
+func (s *suite) memory(ctx context.Context, n int) map[string]ReplicaMemory {
 	out := map[string]ReplicaMemory{}
 	leader, _, _ := s.roles(ctx)
 	for _, r := range s.replicas {
 		role := "follower"
 		if r == leader {
 			role = "leader"
+		}
+		if s.cfg.Profiles {
+			path := filepath.Join(s.cfg.Out, "profiles", fmt.Sprintf("heap-%d-%s.pb.gz", n, role))
+			if err := r.SaveProfile(ctx, "/debug/pprof/heap", path); err != nil {
+				s.fail("heap profile of "+r.Name, err)
+			}
 		}
 		rm := ReplicaMemory{Replica: r.Name}
 		rm.RSSMiB, rm.PeakRSSMiB, _ = r.ProcStatus()

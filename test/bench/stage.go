@@ -89,7 +89,7 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 		n, st.Propagation.Create, st.Translations, st.TranslateMeanMs, st.XDSUpdateMeanMs, st.BytesCreateKB)
 
 	// 5. Memory at N, after the quiet probes.
-	st.Memory = s.memory(ctx)
+	st.Memory = s.memory(ctx, n)
 	var top ReplicaMemory
 	for _, m := range st.Memory {
 		if m.RSSMiB > top.RSSMiB {

@@ -60,11 +60,15 @@ func run() int {
 	var ctrlFlags stringList
 	fs.Var(&ctrlFlags, "controller-flag", "extra `portico controller` flag, e.g. -controller-flag=--debounce=10ms (repeatable)")
 	routeSplit := fs.String("route-split", "", "start the controllers with --route-split=VALUE (e.g. hostname)")
+	profiles := fs.Bool("profiles", false, "save each replica's heap profile at each N into <out>/profiles (starts the controllers with --debug-pprof)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
 	if *routeSplit != "" {
 		ctrlFlags = append(ctrlFlags, "--route-split="+*routeSplit)
+	}
+	if *profiles {
+		ctrlFlags = append(ctrlFlags, "--debug-pprof")
 	}
 	repo, err := bench.FindRepo()
 	if err != nil {
@@ -84,6 +88,7 @@ func run() int {
 		ConvergenceRoutes: 1000, FailoverAt: 1000, StatusDrainTimeout: *drain,
 		Kubeconfig: *kubeconfig, ControllerArgs: ctrlFlags,
 		SkipTranslate: *skipTranslate, SkipCluster: *skipCluster, Log: os.Stderr,
+		Profiles: *profiles,
 	}
 	chartDir, mdPath := abs("docs/bench"), abs("BENCHMARKS.md")
 	if *quick {
