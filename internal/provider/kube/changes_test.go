@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,11 +67,27 @@ func TestChangesClassifyEvents(t *testing.T) {
 	hn.OnUpdate(ns("2", map[string]string{"a": "1"}), ns("3", map[string]string{"a": "2"}))
 	f.handlers[resource.KindSecret].OnDelete(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tls"}})
 
+	// A Deployment matters only when it gains or loses its last available
+	// replica: a rollout's other status writes (and a new generation) do
+	// not re-translate its Gateway.
+	dep := func(rv string, gen int64, available int32) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "proxy", ResourceVersion: rv, Generation: gen},
+			Status: appsv1.DeploymentStatus{AvailableReplicas: available, Replicas: 3}}
+	}
+	hd := f.handlers[resource.KindDeployment]
+	hd.OnUpdate(dep("1", 1, 1), dep("2", 2, 2))
+	hd.OnUpdate(dep("2", 2, 2), dep("3", 2, 3))
+	if p.changes.Has(resource.KindDeployment, resource.Key{Namespace: "ns", Name: "proxy"}) {
+		t.Error("a Deployment's rollout without a change of availability is a change")
+	}
+	hd.OnUpdate(dep("3", 2, 3), dep("4", 2, 0))
+
 	want := []resource.Ref{
 		{Kind: resource.KindHTTPRoute, Key: resource.Key{Namespace: "ns", Name: "r"}},
 		{Kind: resource.KindEndpointSlice, Key: resource.Key{Namespace: "ns", Name: "s-1"}},
 		{Kind: resource.KindNamespace, Key: resource.Key{Name: "team"}},
 		{Kind: resource.KindSecret, Key: resource.Key{Namespace: "ns", Name: "tls"}},
+		{Kind: resource.KindDeployment, Key: resource.Key{Namespace: "ns", Name: "proxy"}},
 	}
 	if p.changes.Len() != len(want) {
 		t.Errorf("changes %v, want %v", p.changes.Objects, want)
@@ -86,7 +103,7 @@ func TestChangesClassifyEvents(t *testing.T) {
 	if _, err := p.Snapshot(context.Background()); err == nil {
 		t.Fatal("snapshot of a failing store")
 	}
-	if p.changes.Len() != len(want) || len(p.refresh) != 2 {
+	if p.changes.Len() != len(want) || len(p.refresh) != 3 {
 		t.Errorf("changes after a failed snapshot: %v, refresh %v", p.changes.Objects, p.refresh)
 	}
 }

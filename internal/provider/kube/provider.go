@@ -172,7 +172,7 @@ func (p *Provider) kinds() []watched {
 		{obj: &v1alpha1.ProxyConfig{}, kind: v1alpha1.Kind, input: resource.KindProxyConfig},
 		// Provisioned objects: the Deployment is an input of Gateway status
 		// (its available replicas); all are restored when edited.
-		{obj: &appsv1.Deployment{}, kind: "Deployment", input: resource.KindDeployment, infra: true},
+		{obj: &appsv1.Deployment{}, kind: "Deployment", input: resource.KindDeployment, infra: true, matters: deploymentMatters},
 		{obj: &corev1.ConfigMap{}, kind: "ConfigMap", infra: true, referenced: never},
 		{obj: &corev1.ServiceAccount{}, kind: "ServiceAccount", infra: true, referenced: never},
 	}
@@ -371,6 +371,21 @@ func specChanged(a, b client.Object) bool {
 // (allowedRoutes and allowedListeners selectors).
 func namespaceMatters(a, b client.Object) bool {
 	return !equality.Semantic.DeepEqual(a.GetLabels(), b.GetLabels())
+}
+
+// deploymentMatters: translation reads of a Deployment only whether it
+// has an available replica (a Gateway's proxies are ready). Rollouts and
+// scaling rewrite its status many times; re-translating a Gateway for each
+// write would cost a full translation of its routes on every replica.
+func deploymentMatters(a, b client.Object) bool {
+	x, ok1 := a.(*appsv1.Deployment)
+	y, ok2 := b.(*appsv1.Deployment)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return (x.Status.AvailableReplicas > 0) != (y.Status.AvailableReplicas > 0) ||
+		!equality.Semantic.DeepEqual(a.GetLabels(), b.GetLabels()) ||
+		!a.GetDeletionTimestamp().Equal(b.GetDeletionTimestamp())
 }
 
 func key(o client.Object) types.NamespacedName {

@@ -50,6 +50,9 @@ func (w *world) step(f *fakeCluster) (refreshed *resource.Ref, err error) {
 	if exists && k == resource.KindNamespace && maps.Equal(old.(client.Object).GetLabels(), obj.GetLabels()) {
 		return ref, f.put(obj) // labels kept: does not matter
 	}
+	if exists && k == resource.KindDeployment && !deploymentMatters(old.(client.Object), obj) {
+		return ref, f.put(obj) // still available (or not): does not matter
+	}
 	return nil, f.put(obj)
 }
 

@@ -146,6 +146,7 @@ func (w *world) object(k resource.Kind) client.Object {
 	case resource.KindDeployment:
 		d := &appsv1.Deployment{ObjectMeta: w.meta(ns, w.name("envoy"))}
 		w.provisioned(&d.ObjectMeta)
+		d.Status.AvailableReplicas = int32(w.rng.IntN(3))
 		return d
 	}
 	panic(k)
