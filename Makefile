@@ -9,12 +9,24 @@ BIN       := _output/bin
 # Packages whose goroutines matter most also run under the race detector.
 RACE_PKGS := ./internal/pipeline/... ./internal/xds/server/... ./internal/provider/... ./internal/admin/...
 
-.PHONY: all build run generate test test-unit test-race test-integration vet fuzz bench golden kube-binaries clean
+.PHONY: all build build-static image run generate test test-unit test-race test-integration vet fuzz bench golden kube-binaries clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/portico ./cmd/portico
+
+## build-static: the binary of the container image (static, no cgo,
+## version stamped); the Dockerfile runs this target.
+VERSION    ?= dev
+STATIC_BIN ?= $(BIN)/portico-static
+build-static:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(STATIC_BIN) ./cmd/portico
+
+## image: the controller image (needs a Docker engine)
+IMAGE ?= ghcr.io/portico-dev/portico:$(VERSION)
+image:
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 ## run: standalone Portico on examples/quickstart (xDS on :18000, admin on :19000)
 run: build
