@@ -1,7 +1,8 @@
 // Package testenv locates what Portico's tests against real Kubernetes
 // binaries need: the binaries hack/kube-binaries.sh builds, the Gateway API
-// CRDs of the pinned module, and the repository root. It is used by tests
-// only.
+// CRDs of the pinned module, and the repository root; and it starts and
+// stops the local kwok cluster of the suites under test/ and installs the
+// CRDs into it (cluster.go). It is used by tests only.
 package testenv
 
 import (
@@ -54,16 +55,22 @@ func BinaryDir(names ...string) (string, error) {
 
 // GatewayAPICRDs is the standard-channel CRD directory of the pinned
 // sigs.k8s.io/gateway-api module.
-func GatewayAPICRDs() (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+func GatewayAPICRDs() (string, error) { return gatewayAPICRDs("") }
+
+// gatewayAPICRDs is GatewayAPICRDs with `go list` run in dir ("": the
+// working directory).
+func gatewayAPICRDs(dir string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
+	cmd.Dir = dir
+	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("locating sigs.k8s.io/gateway-api: %w", err)
 	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
-	if _, err := os.Stat(dir); err != nil {
+	crds := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
+	if _, err := os.Stat(crds); err != nil {
 		return "", err
 	}
-	return dir, nil
+	return crds, nil
 }
 
 // RepoRoot is the directory of go.mod above the working directory.

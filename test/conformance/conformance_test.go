@@ -18,6 +18,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -41,7 +42,6 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -60,6 +60,7 @@ import (
 	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/controller"
 	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/testenv"
 )
 
 const (
@@ -100,7 +101,7 @@ func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	repo, err := findRepoRoot()
+	repo, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,23 +121,22 @@ func TestConformance(t *testing.T) {
 			class = c
 		}
 	case kubeconfig == "":
-		bins, err := kubeBinaries()
-		if err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%v (CI=true: failing instead of skipping)", err)
-			}
-			t.Skipf("%v (run hack/kube-binaries.sh)", err)
+		// The local kwok cluster, as in test/e2e; stopped when the test
+		// ends, the components' logs of a failed run kept in
+		// $PORTICO_CONFORMANCE_ARTIFACTS (else their last lines logged).
+		cluster, err := testenv.StartCluster(repo, "portico-conformance-", t.Logf)
+		if errors.Is(err, testenv.ErrSkip) {
+			t.Skip(err)
 		}
-		kubeconfig = startCluster(t, repo, bins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cluster.Stop(t.Failed(), os.Getenv("PORTICO_CONFORMANCE_ARTIFACTS")) })
+		kubeconfig = cluster.Kubeconfig
 	}
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatalf("loading %s: %v", kubeconfig, err)
-	}
-	cfg.QPS, cfg.Burst = 100, 200
 	scheme := newScheme()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	cfg, c, err := testenv.Connect(kubeconfig, 100, 200, scheme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestConformance(t *testing.T) {
 	skips := map[string]string{} // test → reason
 	if !full {
 		timeouts = kwokTimeouts()
-		if err := installCRDs(cfg, c, repo); err != nil {
+		if err := testenv.InstallCRDs(context.Background(), cfg, c, repo); err != nil {
 			t.Fatalf("installing CRDs: %v", err)
 		}
 		startPortico(t, cfg, c)
