@@ -358,19 +358,30 @@ func (s *suite) drain(ctx context.Context, limit time.Duration) bool {
 	return err == nil
 }
 
+// saveProfiles saves the profile (heap, allocs, …) of each replica as
+// <Out>/profiles/<name>-<replica>.pb.gz when Config.Profiles is set. The
+// allocs profile counts from the start of the process: two of them give
+// the allocations between (go tool pprof -diff_base).
+func (s *suite) saveProfiles(ctx context.Context, profile, name string) {
+	if !s.cfg.Profiles {
+		return
+	}
+	for _, r := range s.replicas {
+		path := filepath.Join(s.cfg.Out, "profiles", fmt.Sprintf("%s-%s.pb.gz", name, r.Name))
+		if err := r.SaveProfile(ctx, "/debug/pprof/"+profile, path); err != nil {
+			s.fail(profile+" profile of "+r.Name, err)
+		}
+	}
+}
+
 func (s *suite) memory(ctx context.Context, n int) map[string]ReplicaMemory {
+	s.saveProfiles(ctx, "heap", fmt.Sprintf("heap-%d", n))
 	out := map[string]ReplicaMemory{}
 	leader, _, _ := s.roles(ctx)
 	for _, r := range s.replicas {
 		role := "follower"
 		if r == leader {
 			role = "leader"
-		}
-		if s.cfg.Profiles {
-			path := filepath.Join(s.cfg.Out, "profiles", fmt.Sprintf("heap-%d-%s.pb.gz", n, role))
-			if err := r.SaveProfile(ctx, "/debug/pprof/heap", path); err != nil {
-				s.fail("heap profile of "+r.Name, err)
-			}
 		}
 		rm := ReplicaMemory{Replica: r.Name}
 		rm.RSSMiB, rm.PeakRSSMiB, _ = r.ProcStatus()

@@ -109,9 +109,11 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 	// 2b and 5b. Propagation and allocation rate under churn.
 	churn := StartChurn(ctx, s.cl.Client, n)
 	time.Sleep(2 * time.Second)
+	s.saveProfiles(ctx, "allocs", fmt.Sprintf("allocs-%d-churn-start", n))
 	c0, ct0 := s.allocs(ctx), time.Now()
 	st.Churn = s.routeProbes(ctx, a, n, 1_000_000, false, nil, nil)
 	c1 := s.allocs(ctx)
+	s.saveProfiles(ctx, "allocs", fmt.Sprintf("allocs-%d-churn-end", n))
 	churn.Stop()
 	st.AllocChurnMBs = allocRates(c0, c1, time.Since(ct0))
 	st.ChurnActions = map[string]int64{"route_updates": churn.RouteUpdates.Load(),

@@ -60,7 +60,7 @@ func run() int {
 	var ctrlFlags stringList
 	fs.Var(&ctrlFlags, "controller-flag", "extra `portico controller` flag, e.g. -controller-flag=--debounce=10ms (repeatable)")
 	routeSplit := fs.String("route-split", "", "start the controllers with --route-split=VALUE (e.g. hostname)")
-	profiles := fs.Bool("profiles", false, "save each replica's heap profile at each N into <out>/profiles (starts the controllers with --debug-pprof)")
+	profiles := fs.Bool("profiles", false, "save each replica's heap profile at each N, and its allocation profile before and after the churn window, into <out>/profiles (starts the controllers with --debug-pprof)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
