@@ -3,7 +3,6 @@ package translate
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -73,10 +72,10 @@ func (t *translator) clustersAndEndpoints() (clusters, endpoints []*entry, err e
 		}
 		t.clusters[c.Name] = true
 
-		old := t.memo.clusters[c.Name]
+		old := t.memo.clusters.get(c.Name)
 		if old != nil && old.protocol == c.Protocol && slices.Equal(old.endpoints, c.Endpoints) {
 			// Unchanged: its translation as it is (entries are immutable).
-			t.next.clusters[c.Name] = old
+			t.next.clusters.base[c.Name] = old
 			clusters = append(clusters, old.cluster)
 			endpoints = append(endpoints, old.cla)
 			continue
@@ -92,7 +91,7 @@ func (t *translator) clustersAndEndpoints() (clusters, endpoints []*entry, err e
 		} else if ce.cla, err = t.claEntry(c); err != nil {
 			return nil, nil, err
 		}
-		t.next.clusters[c.Name] = ce
+		t.next.clusters.base[c.Name] = ce
 		clusters = append(clusters, ce.cluster)
 		endpoints = append(endpoints, ce.cla)
 	}
@@ -114,12 +113,12 @@ func (t *translator) clustersInPlace(prev *gatewayMemo) (clusters, endpoints []*
 		}
 	}
 	cl, ep := prev.irClusters, prev.irEndpoints
-	memo := prev.clusters
+	changed := map[string]*clusterEntry{}
 	for i, c := range cur {
 		if c == old[i] {
 			continue
 		}
-		ce := *memo[c.Name]
+		ce := *prev.clusters.get(c.Name)
 		if c.Protocol != ce.protocol {
 			e, err := t.clusterEntry(c)
 			if err != nil {
@@ -141,13 +140,10 @@ func (t *translator) clustersInPlace(prev *gatewayMemo) (clusters, endpoints []*
 			ep[i], ce.cla = e, e
 		}
 		ce.endpoints = c.Endpoints
-		if sameMap(memo, prev.clusters) {
-			memo = maps.Clone(memo)
-		}
-		memo[c.Name] = &ce
+		changed[c.Name] = &ce
 	}
 	t.clusters = prev.clusterNames
-	t.next.clusterNames, t.next.clusters = prev.clusterNames, memo
+	t.next.clusterNames, t.next.clusters = prev.clusterNames, prev.clusters.with(changed)
 	t.next.irClusters, t.next.irEndpoints = cl, ep
 	sorted := func(ir, same, sortedPrev []*entry) []*entry {
 		if sameSlice(ir, same) {

@@ -3,6 +3,7 @@ package translate
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -132,7 +133,7 @@ type gatewayMemo struct {
 	clusterNames map[string]bool
 	listeners    map[string]*listenerEntry // by resource name
 	routeConfigs map[string]*rcEntry       // by resource name
-	clusters     map[string]*clusterEntry  // by cluster name
+	clusters     clusterMemo               // by cluster name
 	secrets      map[string]*secretEntry   // by secret name
 	// split is the translation of the listener split by hostname
 	// (split.go), if any.
@@ -152,7 +153,7 @@ func newGatewayMemo(gw *ir.Gateway) *gatewayMemo {
 		src:          gw,
 		listeners:    map[string]*listenerEntry{},
 		routeConfigs: map[string]*rcEntry{},
-		clusters:     map[string]*clusterEntry{},
+		clusters:     clusterMemo{base: map[string]*clusterEntry{}},
 		secrets:      map[string]*secretEntry{},
 	}
 }
@@ -196,6 +197,45 @@ type routeEntry struct {
 	// wire is the route's deterministic encoding (see wire.go); the
 	// message itself is not kept.
 	wire []byte
+}
+
+// clusterMemo maps cluster names to their translations. A translation
+// that changes some clusters (new endpoints, typically) makes a new memo
+// from the previous one, which must stay as it was should the translation
+// fail later: the changed entries go into a small overlay on the shared
+// base, folded into a new base once it holds more than overlayMax entries
+// (or half the base), so that a change of k of N clusters costs O(k) and
+// an amortized O(N/overlayMax), not a copy of all N.
+type clusterMemo struct {
+	base, over map[string]*clusterEntry
+}
+
+const overlayMax = 64
+
+func (m clusterMemo) get(name string) *clusterEntry {
+	if ce, ok := m.over[name]; ok {
+		return ce
+	}
+	return m.base[name]
+}
+
+// with returns m with the entries of changed in place of its own; m is
+// not modified.
+func (m clusterMemo) with(changed map[string]*clusterEntry) clusterMemo {
+	if len(changed) == 0 {
+		return m
+	}
+	n := len(m.over) + len(changed)
+	if n > overlayMax || n > len(m.base)/2 {
+		base := maps.Clone(m.base)
+		maps.Copy(base, m.over)
+		maps.Copy(base, changed)
+		return clusterMemo{base: base}
+	}
+	over := make(map[string]*clusterEntry, n)
+	maps.Copy(over, m.over)
+	maps.Copy(over, changed)
+	return clusterMemo{base: m.base, over: over}
 }
 
 // clusterEntry is a translated cluster and its load assignment.

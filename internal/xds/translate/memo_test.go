@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 
@@ -255,3 +256,38 @@ func TestTranslatorRandomEdits(t *testing.T) {
 }
 
 func resourceNameOf(r types.Resource) string { return cachev3.GetResourceName(r) }
+
+// clusterMemo.with keeps every earlier memo as it was and reads like a
+// map with the changes applied, across overlay folds.
+func TestClusterMemoWith(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	base := map[string]*clusterEntry{}
+	for i := range 300 {
+		base[fmt.Sprint("c", i)] = &clusterEntry{}
+	}
+	type version struct {
+		m    clusterMemo
+		want map[string]*clusterEntry
+	}
+	versions := []version{{clusterMemo{base: base}, maps.Clone(base)}}
+	for range 400 {
+		last := versions[len(versions)-1]
+		changed := map[string]*clusterEntry{}
+		for range rng.IntN(5) {
+			changed[fmt.Sprint("c", rng.IntN(300))] = &clusterEntry{}
+		}
+		want := maps.Clone(last.want)
+		maps.Copy(want, changed)
+		versions = append(versions, version{last.m.with(changed), want})
+	}
+	for i, v := range versions {
+		if n := len(v.m.over); n > overlayMax {
+			t.Fatalf("version %d: overlay of %d entries", i, n)
+		}
+		for name, ce := range v.want {
+			if got := v.m.get(name); got != ce {
+				t.Fatalf("version %d: %s is %p, want %p", i, name, got, ce)
+			}
+		}
+	}
+}

@@ -125,15 +125,22 @@ func (t *translator) translate() (*Resources, error) {
 		return old, nil
 	}
 	res := &Resources{Gateway: t.key, Version: v, entries: &ents, hashes: &hashes, scoped: t.opts.splitByHost()}
-	for i, t := range allTypes {
+	prev := t.memo.res
+	for i, typ := range allTypes {
 		if len(ents[i]) == 0 {
+			continue
+		}
+		if prev != nil && sameSlice(ents[i], t.memo.ents[i]) {
+			// A type that did not change: its list as it was (immutable),
+			// not a copy of thousands of clusters for a change of a route.
+			res.set(typ, prev.slice(typ))
 			continue
 		}
 		s := make([]types.Resource, len(ents[i]))
 		for j, e := range ents[i] {
 			s[j] = e.res
 		}
-		res.set(t, s)
+		res.set(typ, s)
 	}
 	t.next.res = res
 	return res, nil
