@@ -81,14 +81,7 @@ func FuzzTranslate(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, r := range res.All() {
-			if err := r.(validator).ValidateAll(); err != nil {
-				t.Fatalf("Translate returned an invalid resource: %v", err)
-			}
-		}
-		if _, err := res.Snapshot(); err != nil {
-			t.Fatalf("Snapshot: %v", err)
-		}
+		checkValid(t, res)
 		again, err := Translate(fuzzGateway(host, sni, path, pathKind, regex, header, value, rewrite, addr, w1, w2, percent, status, port))
 		if err != nil {
 			t.Fatalf("second translation failed: %v", err)

@@ -44,16 +44,22 @@ func mustTranslateWith(t testing.TB, gw *ir.Gateway, opts Options) *Resources {
 	return res
 }
 
-// checkValid checks every resource's validation rules and the consistency
-// of the snapshot (every route config referenced by a listener or a scope
-// exists, and no other).
+// checkValid checks every resource's validation rules (of the decoded
+// form: route tables and load assignments are kept encoded), the wire
+// forms (checkWire) and the consistency of the snapshot (every route
+// config referenced by a listener or a scope exists, and no other).
 func checkValid(t *testing.T, res *Resources) {
 	t.Helper()
 	for _, r := range res.All() {
-		if err := r.(validator).ValidateAll(); err != nil {
+		d, err := Decode(r)
+		if err != nil {
+			t.Fatalf("%T %s: %v", r, cachev3.GetResourceName(r), err)
+		}
+		if err := d.(validator).ValidateAll(); err != nil {
 			t.Errorf("%T %s: %v", r, cachev3.GetResourceName(r), err)
 		}
 	}
+	checkWire(t, res)
 	snap, err := res.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -399,14 +405,7 @@ func FuzzTranslateSplit(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, r := range res.All() {
-			if err := r.(validator).ValidateAll(); err != nil {
-				t.Fatalf("TranslateWith returned an invalid resource: %v", err)
-			}
-		}
-		if _, err := res.Snapshot(); err != nil {
-			t.Fatalf("Snapshot: %v", err)
-		}
+		checkValid(t, res)
 		again, err := TranslateWith(fuzzGateway(host, sni, path, pathKind, regex, header, value, rewrite, addr, w1, w2, percent, status, port), splitOpts)
 		if err != nil {
 			t.Fatalf("second translation failed: %v", err)

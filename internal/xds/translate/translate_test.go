@@ -102,11 +102,7 @@ func TestTranslateIsValidAndConsistent(t *testing.T) {
 	if res.Gateway != "default/gw" || len(res.Version) != versionLen {
 		t.Fatalf("gateway %q version %q", res.Gateway, res.Version)
 	}
-	for _, r := range res.All() {
-		if err := r.(validator).ValidateAll(); err != nil {
-			t.Errorf("%s: %v", cachev3.GetResourceName(r), err)
-		}
-	}
+	checkValid(t, res)
 	wantNames := map[string][]string{
 		"listeners": {"default/gw/http-80", "default/gw/https-443"},
 		"routes":    {"default/gw/http-80", "default/gw/https-443/a", "default/gw/https-443/any", "default/gw/https-443/b"},
