@@ -227,7 +227,8 @@ func (m clusterMemo) with(changed map[string]*clusterEntry) clusterMemo {
 	}
 	n := len(m.over) + len(changed)
 	if n > overlayMax || n > len(m.base)/2 {
-		base := maps.Clone(m.base)
+		base := make(map[string]*clusterEntry, len(m.base)+len(changed))
+		maps.Copy(base, m.base)
 		maps.Copy(base, m.over)
 		maps.Copy(base, changed)
 		return clusterMemo{base: base}

@@ -280,6 +280,10 @@ func TestClusterMemoWith(t *testing.T) {
 		maps.Copy(want, changed)
 		versions = append(versions, version{last.m.with(changed), want})
 	}
+	// A memo with nothing yet takes changes too.
+	if got := (clusterMemo{}).with(map[string]*clusterEntry{"a": base["c1"]}).get("a"); got != base["c1"] {
+		t.Errorf("empty memo with a change: %p", got)
+	}
 	for i, v := range versions {
 		if n := len(v.m.over); n > overlayMax {
 			t.Fatalf("version %d: overlay of %d entries", i, n)
