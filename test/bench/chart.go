@@ -41,11 +41,19 @@ type series struct {
 func seriesOf[T any](name string, m map[string]T, y func(T) float64) series {
 	s := series{name: name, points: map[int]float64{}}
 	for k, v := range m {
-		if n, err := strconv.Atoi(k); err == nil {
+		if n, err := strconv.Atoi(k); err == nil && !math.IsNaN(y(v)) {
 			s.points[n] = y(v)
 		}
 	}
 	return s
+}
+
+// orNaN is v, or NaN (no point) when v is missing or zero.
+func orNaN(v *float64) float64 {
+	if v == nil || *v == 0 {
+		return math.NaN()
+	}
+	return *v
 }
 
 // Render writes the charts of r into dir.
@@ -62,7 +70,8 @@ func Render(r *Results, dir string) error {
 	}
 	tr := []series{
 		seriesOf("full translation", r.TranslateFull, func(t TranslateFull) float64 { return t.Ms }),
-		seriesOf("one changed route (follower)", r.TranslateIncremental, func(m Millis) float64 { return m.Ms }),
+		seriesOf("one changed route (follower)", r.TranslateIncremental, func(m Millis) float64 { return orNaN(&m.Ms) }),
+		seriesOf("one changed route (in-process)", r.TranslateIncremental, func(m Millis) float64 { return orNaN(m.InProcessMs) }),
 		{name: "target full", points: map[int]float64{1000: 25, 10000: 250}, dashed: true},
 		{name: "target one route", points: map[int]float64{10000: 1}, dashed: true},
 	}

@@ -67,11 +67,21 @@ func Rows(r *Results) []Row {
 		}
 	}
 	for _, n := range sortedNs(r.TranslateIncremental) {
-		row := Row{Figure: "Translation of one changed route (ms)", N: n, Value: f(r.TranslateIncremental[n].Ms)}
-		if n == "10000" {
-			row.Target, row.Met = "≤ 1 ms", check(r.TranslateIncremental[n].Ms <= 1)
+		m := r.TranslateIncremental[n]
+		if m.Ms > 0 {
+			row := Row{Figure: "Translation of one changed route (ms)", N: n, Value: f(m.Ms)}
+			if n == "10000" {
+				row.Target, row.Met = "≤ 1 ms", check(m.Ms <= 1)
+			}
+			rows = append(rows, row)
 		}
-		rows = append(rows, row)
+		if m.InProcessMs != nil {
+			row := Row{Figure: "Translation of one changed route, in-process (ms)", N: n, Value: f(*m.InProcessMs)}
+			if n == "10000" {
+				row.Target, row.Met = "≤ 1 ms", check(*m.InProcessMs <= 1)
+			}
+			rows = append(rows, row)
+		}
 	}
 	for _, pair := range []struct {
 		name string
@@ -218,7 +228,9 @@ func writeMethod(p func(string, ...any), d *Details) {
 	p("- **Translation of one changed route**: the mean of the follower's `portico_translation_duration_seconds`")
 	p(" (sum/count delta) over the quiet propagation probes, each of which is two single-route changes: Gateway API")
 	p(" and xDS translation, without the hand-off to the xDS cache (`portico_xds_update_duration_seconds`, in")
-	p(" details.json as `follower_xds_update_mean_ms`).\n")
+	p(" details.json as `follower_xds_update_mean_ms`). The same work in-process, without the cluster sharing the")
+	p(" CPUs (`IncrementalTranslation`: the mean of 200 single-route changes of `gen.Snapshot(N)` through")
+	p(" `gatewayapi.Incremental` and `translate.Translator`), is the row marked in-process.\n")
 	p("- **Propagation**: an HTTPRoute with a unique path is created on a Gateway; the time until a Delta ADS")
 	p(" client, connected over mTLS (the Gateway's client certificate) to the **follower** replica, receives a")
 	p(" resource holding that path. The route is then deleted and its removal awaited. Under churn, routes change")

@@ -85,9 +85,12 @@ type TranslateFull struct {
 	SequentialMs float64 `json:"sequential_ms,omitempty"`
 }
 
-// Millis is a single duration in milliseconds.
+// Millis is a single duration in milliseconds. InProcessMs, of
+// translate_incremental only, is the same work measured in-process
+// (IncrementalTranslation) next to the controller's figure in Ms.
 type Millis struct {
-	Ms float64 `json:"ms"`
+	Ms          float64  `json:"ms"`
+	InProcessMs *float64 `json:"in_process_ms,omitempty"`
 }
 
 // Latency is the distribution of probe latencies.

@@ -173,6 +173,15 @@ func Run(ctx context.Context, cfg Config) (*Results, *Details, error) {
 			}
 			s.logf("full translation at %d routes: %.2f ms, %d allocs", n, tf.Ms, tf.Allocs)
 			s.res.TranslateFull[Key(n)] = tf
+			inc, err := IncrementalTranslation(n, IncrementalChanges)
+			if err != nil {
+				s.fail(fmt.Sprintf("incremental translation at %d routes", n), err)
+				continue
+			}
+			s.logf("translation of one changed route at %d routes, in-process: %.3f ms", n, inc)
+			m := s.res.TranslateIncremental[Key(n)]
+			m.InProcessMs = &inc
+			s.res.TranslateIncremental[Key(n)] = m
 		}
 		s.phase("translate_full", t)
 	}

@@ -79,7 +79,9 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 		st.Translations = int(dc)
 		st.TranslateMeanMs = round((m1.Sum(mTranslationSum, nil)-m0.Sum(mTranslationSum, nil))/dc*1000, 3)
 		st.XDSUpdateMeanMs = round((m1.Sum(mXDSUpdateSum, nil)-m0.Sum(mXDSUpdateSum, nil))/dc*1000, 3)
-		s.res.TranslateIncremental[Key(n)] = Millis{Ms: st.TranslateMeanMs}
+		m := s.res.TranslateIncremental[Key(n)] // keeps the in-process figure
+		m.Ms = st.TranslateMeanMs
+		s.res.TranslateIncremental[Key(n)] = m
 	}
 	if len(bytesCreate) > 0 {
 		st.BytesCreateKB, st.BytesDeleteKB = kbStat(bytesCreate), kbStat(bytesDelete)

@@ -74,3 +74,40 @@ func FullTranslation(n int) (TranslateFull, error) {
 	ms := func(r testing.BenchmarkResult) float64 { return round(float64(r.T)/float64(r.N)/1e6, 2) }
 	return TranslateFull{Ms: ms(par), Allocs: par.AllocsPerOp(), SequentialMs: ms(seq)}, nil
 }
+
+// IncrementalChanges is how many single-route changes IncrementalTranslation
+// averages.
+const IncrementalChanges = 200
+
+// IncrementalTranslation measures, in-process, the translation of one
+// changed route of gen.Snapshot(n) as the controller's pipeline runs it:
+// the Gateway API translation from the previous one (gatewayapi.
+// Incremental, with the snapshot listing the change as the Kubernetes
+// provider's do) and the Envoy resources of the Gateways
+// (translate.Translator, which re-translates the changed parts only). It
+// returns the mean over changes changes, each of another route, in ms.
+func IncrementalTranslation(n, changes int) (float64, error) {
+	snap := gen.Snapshot(n)
+	opts := gatewayapi.Options{ControllerName: gen.ControllerName, Now: metav1.NewTime(time.Unix(0, 0))}
+	x, tr := gatewayapi.NewIncremental(), translate.NewTranslator()
+	res, _ := x.Translate(snap, opts)
+	if _, errs := tr.TranslateAll(res.Gateways); errors.Join(errs...) != nil {
+		return 0, fmt.Errorf("%d routes: %w", n, errors.Join(errs...))
+	}
+	runtime.GC()
+	var total time.Duration
+	for i := range changes {
+		snap, _ = gen.ChangeRoute(snap, (i*7919)%n, i)
+		start := time.Now()
+		res, st := x.Translate(snap, opts)
+		_, errs := tr.TranslateAll(res.Gateways)
+		total += time.Since(start)
+		if err := errors.Join(errs...); err != nil {
+			return 0, fmt.Errorf("%d routes, change %d: %w", n, i, err)
+		}
+		if st.Mode != gatewayapi.ModeRoutes || st.Gateways != 1 {
+			return 0, fmt.Errorf("%d routes, change %d: translated as %+v, want one Gateway by the route path", n, i, st)
+		}
+	}
+	return round(float64(total)/float64(changes)/1e6, 3), nil
+}
