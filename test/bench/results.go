@@ -116,6 +116,10 @@ type StatusConvergence struct {
 	// creates themselves take seconds on a 2-core machine); nil when the
 	// status did not converge.
 	AfterCreatesSeconds *float64 `json:"after_creates_seconds,omitempty"`
+	// FloorSeconds: the same creates and one status write per route by
+	// the suite itself, with no controller in the loop (RunStatusFloor):
+	// the least any controller could take on this cluster.
+	FloorSeconds *float64 `json:"floor_seconds,omitempty"`
 }
 
 // Memory of a controller replica at N routes.

@@ -54,6 +54,7 @@ type Details struct {
 	PhasesSeconds     map[string]float64       `json:"phases_seconds"`
 	Stages            map[string]*Stage        `json:"stages"`
 	StatusConvergence *ConvergenceDetails      `json:"status_convergence,omitempty"`
+	StatusFloor       *FloorDetails            `json:"status_floor,omitempty"`
 	FailoverAtRoutes  int                      `json:"failover_at_routes,omitempty"`
 	Failover          []*FailoverDetails       `json:"failover,omitempty"`
 	Errors            []string                 `json:"errors"`

@@ -216,6 +216,20 @@ func (s *suite) convergence(ctx context.Context) {
 	s.logf("status convergence: %+v", *d)
 	// The burst's routes are deleted; let that settle before the next stage.
 	s.drain(ctx, s.cfg.StatusDrainTimeout)
+
+	// The same API work with the suite as the controller: the floor.
+	fl, err := RunStatusFloor(ctx, s.cl.Client, s.cfg.ConvergenceRoutes)
+	if err != nil {
+		s.fail("status floor", err)
+		return
+	}
+	s.det.StatusFloor = fl
+	if fl.Routes == 1000 && s.res.StatusConvergence1000 != nil {
+		secs := fl.Seconds
+		s.res.StatusConvergence1000.FloorSeconds = &secs
+	}
+	s.logf("status floor: %+v", *fl)
+	s.drain(ctx, s.cfg.StatusDrainTimeout)
 }
 
 // failover runs graceful failovers (the first one waits for converged
