@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,6 +63,8 @@ type Reconciler struct {
 	mu      sync.Mutex
 	desired map[types.NamespacedName]*desiredGW
 	leadCtx context.Context
+	// render is Render (replaced in tests, to count renderings).
+	render func(*gwv1.Gateway, v1alpha1.ProxyConfigSpec, []int32, Params) (*Objects, error)
 }
 
 type desiredGW struct {
@@ -87,6 +91,7 @@ func New(cfg Config) *Reconciler {
 		cfg:     cfg,
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "infra"}),
 		desired: map[types.NamespacedName]*desiredGW{},
+		render:  Render,
 	}
 }
 
@@ -100,6 +105,9 @@ func (r *Reconciler) SetReader(rd client.Reader) { r.cfg.Reader = rd }
 
 // Publish records the Gateways of one translation. A Gateway whose rendered
 // objects changed is enqueued; one that disappeared is enqueued for removal.
+// A Gateway whose spec is the one of the previous call (the same Gateway
+// object, proxy configuration and ports) is not rendered again: a
+// translation caused by a route or an endpoint costs no rendering.
 func (r *Reconciler) Publish(specs []Spec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -110,7 +118,10 @@ func (r *Reconciler) Publish(specs []Spec) {
 		}
 		k := types.NamespacedName{Namespace: s.Gateway.Namespace, Name: s.Gateway.Name}
 		seen[k] = true
-		objs, err := Render(s.Gateway, s.Proxy, append([]int32(nil), s.Ports...), r.cfg.Params)
+		if old, ok := r.desired[k]; ok && sameSpec(&old.spec, &s) {
+			continue
+		}
+		objs, err := r.render(s.Gateway, s.Proxy, append([]int32(nil), s.Ports...), r.cfg.Params)
 		if err != nil {
 			r.cfg.Log.Error("cannot render proxies", "gateway", k, "err", err)
 			continue
@@ -127,6 +138,13 @@ func (r *Reconciler) Publish(specs []Spec) {
 			r.queue.Add(k)
 		}
 	}
+}
+
+// sameSpec reports whether two specs render the same objects without
+// rendering them: informer objects are never modified in place, so the same
+// Gateway pointer is the same Gateway.
+func sameSpec(a, b *Spec) bool {
+	return a.Gateway == b.Gateway && slices.Equal(a.Ports, b.Ports) && equality.Semantic.DeepEqual(a.Proxy, b.Proxy)
 }
 
 // Observe enqueues the Gateway owning a provisioned object that changed or

@@ -1,0 +1,68 @@
+package infra
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
+)
+
+// Publish renders a Gateway only when its spec changed, and enqueues it
+// only when its rendered objects changed.
+func TestPublishRendersChangedSpecsOnly(t *testing.T) {
+	r := New(Config{Params: params})
+	defer r.queue.ShutDown()
+	renders := 0
+	r.render = func(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Params) (*Objects, error) {
+		renders++
+		return Render(gw, pc, ports, p)
+	}
+	drain := func() int {
+		n := r.queue.Len()
+		for range n {
+			k, _ := r.queue.Get()
+			r.queue.Done(k)
+		}
+		return n
+	}
+	gw := testGateway()
+	spec := Spec{Gateway: gw, Ports: []int32{80}, Proxy: v1alpha1.ProxyConfigSpec{Replicas: ptr.To[int32](2)}}
+	step := func(name string, s Spec, wantRenders, wantQueued int) {
+		t.Helper()
+		renders = 0
+		r.Publish([]Spec{s})
+		if renders != wantRenders {
+			t.Errorf("%s: %d renders, want %d", name, renders, wantRenders)
+		}
+		if q := drain(); q != wantQueued {
+			t.Errorf("%s: %d enqueued, want %d", name, q, wantQueued)
+		}
+	}
+	step("first", spec, 1, 1)
+	// A translation caused by a route: same Gateway object, equal proxy
+	// configuration (a copy) and ports.
+	same := spec
+	same.Proxy = *spec.Proxy.DeepCopy()
+	same.Ports = []int32{80}
+	step("same spec", same, 0, 0)
+	// A new Gateway object (e.g. its status was written) with the same
+	// content renders again, and changes nothing.
+	step("new object", Spec{Gateway: testGateway(), Ports: []int32{80}, Proxy: same.Proxy}, 1, 0)
+	// A listener port or the proxy configuration changes the objects.
+	cur := r.desired[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}].spec
+	ports := cur
+	ports.Ports = []int32{80, 443}
+	step("ports", ports, 1, 1)
+	proxy := ports
+	proxy.Proxy = v1alpha1.ProxyConfigSpec{Replicas: ptr.To[int32](3)}
+	step("proxy", proxy, 1, 1)
+	// The Gateway goes away: enqueued for removal, nothing rendered.
+	renders = 0
+	r.Publish(nil)
+	if renders != 0 || drain() != 1 {
+		t.Errorf("removal: %d renders, want 0; want one enqueued", renders)
+	}
+}
