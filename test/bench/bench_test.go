@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -313,8 +315,8 @@ func sampleResults() (*Results, *Details) {
 	d := &Details{Mode: "full", Stages: map[string]*Stage{"100": {Routes: 100, Propagation: &ProbeStats{Probes: 100}}},
 		Workload: map[string]any{"gateways": 4}, Errors: []string{"something"},
 		StatusConvergence: &ConvergenceDetails{Routes: 1000, Converged: true, AttachedSeconds: 1.5, AllAcceptedSeconds: 1.4, CreateSeconds: 1},
-		StatusFloor:       &FloorDetails{Routes: 1000, Seconds: 1.25, CreateSeconds: 1.125},
-		Failover: []*FailoverDetails{{Signal: "SIGKILL", LeaderMs: 18000, ConvergedMs: 19000, Converged: check(true)}}}
+		StatusFloor:       &FloorDetails{Routes: 1000, Seconds: 1.25, CreateSeconds: 1.125, CPUSeconds: CPUUsage{"etcd": 0.5, "kube-apiserver": 2}},
+		Failover:          []*FailoverDetails{{Signal: "SIGKILL", LeaderMs: 18000, ConvergedMs: 19000, Converged: check(true)}}}
 	return r, d
 }
 
@@ -348,7 +350,7 @@ func TestRowsAndMarkdown(t *testing.T) {
 	for _, want := range []string{"![Propagation latency against route count](docs/bench/latency.png)",
 		"| CPU | AMD EPYC (nproc 2) |", "make bench-suite", "targets met.", "- something", "Failover by SIGKILL", "> Baseline.\n> Second line.\n",
 		"| Status floor: the same creates and status writes, no controller (s) | 1000 | 1.25 |",
-		"writing each one's status itself took 1.25 s (creates 1.125 s)"} {
+		"writing each one's status itself took 1.25 s (creates 1.125 s). CPU time meanwhile (s): kube-apiserver 2, etcd 0.5."} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}
@@ -427,5 +429,48 @@ func TestParallel(t *testing.T) {
 func TestKBStat(t *testing.T) {
 	if got := kbStat([]float64{3000, 1000, 2000, 10000}); *got != (Stat{P50: 2, Max: 10}) {
 		t.Errorf("kbStat = %+v", *got)
+	}
+}
+
+func TestProcStatCPU(t *testing.T) {
+	// A command name with spaces and parentheses; utime 250, stime 50.
+	line := "4242 (kube (api) server) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0 100 0 0\n"
+	got, err := parseProcStatCPU([]byte(line))
+	if err != nil || got != 3 {
+		t.Errorf("parseProcStatCPU = %v, %v; want 3 s", got, err)
+	}
+	for _, bad := range []string{"", "1 (x) S 1 2", "1 (x) S 1 2 3 4 5 6 7 8 9 10 x 1"} {
+		if _, err := parseProcStatCPU([]byte(bad)); err == nil {
+			t.Errorf("parseProcStatCPU(%q) succeeded", bad)
+		}
+	}
+	// This process has used some CPU, and the reading only grows.
+	a, err := procCPUSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3e6; i++ {
+		_ = fmt.Sprint(i)
+		if i%1e5 == 0 {
+			if b, _ := procCPUSeconds(os.Getpid()); b > a {
+				break
+			}
+		}
+	}
+	if b, err := procCPUSeconds(os.Getpid()); err != nil || b <= a {
+		t.Errorf("CPU time did not grow: %v then %v (%v)", a, b, err)
+	}
+}
+
+func TestCPUUsageSinceAndRoles(t *testing.T) {
+	before := CPUUsage{"kube-apiserver": 10, "bench-a": 1, "bench-b": 2, "gone": 5}
+	after := CPUUsage{"kube-apiserver": 17.5, "bench-a": 1.25, "bench-b": 3, "new": 1}
+	d := after.Since(before).byRole(&Replica{Name: "bench-b"})
+	want := CPUUsage{"kube-apiserver": 7.5, "leader": 1, "follower": 0.25}
+	if !maps.Equal(d, want) {
+		t.Errorf("usage %v, want %v", d, want)
+	}
+	if got := cpuText(d); got != "kube-apiserver 7.5, leader 1, follower 0.25" {
+		t.Errorf("cpuText = %q", got)
 	}
 }

@@ -18,6 +18,8 @@ type FloorDetails struct {
 	Routes        int     `json:"routes"`
 	Seconds       float64 `json:"seconds"`        // first create until the last status write returned
 	CreateSeconds float64 `json:"create_seconds"` // the creates alone, as in the scenario
+	// CPUSeconds is the CPU time each process used meanwhile.
+	CPUSeconds CPUUsage `json:"cpu_seconds,omitempty"`
 }
 
 const (
@@ -36,7 +38,8 @@ const (
 // replicas still see every route) are as busy as in the scenario, minus
 // the controller's watch, translation and queueing. The routes name a
 // Gateway that does not exist, which Portico does not write status for.
-func RunStatusFloor(ctx context.Context, c client.Client, routes int) (*FloorDetails, error) {
+func RunStatusFloor(ctx context.Context, cl *Cluster, lead *Replica, replicas []*Replica, routes int) (*FloorDetails, error) {
+	c := cl.Client
 	d := &FloorDetails{Routes: routes}
 	defer func() {
 		for k := range RouteNS {
@@ -61,6 +64,7 @@ func RunStatusFloor(ctx context.Context, c client.Client, routes int) (*FloorDet
 			}
 		})
 	}
+	cpu0 := cpuUsage(cl, replicas)
 	start := time.Now()
 	err := parallel(ctx, 0, routes, 32, func(i int) error {
 		r := ProbeRoute(RouteNamespace(i), fmt.Sprintf("floor-%d", i), fmt.Sprintf("/floor-%d-z", i), i)
@@ -76,6 +80,7 @@ func RunStatusFloor(ctx context.Context, c client.Client, routes int) (*FloorDet
 	close(created)
 	wg.Wait()
 	d.Seconds = round(time.Since(start).Seconds(), 3)
+	d.CPUSeconds = cpuUsage(cl, replicas).Since(cpu0).byRole(lead)
 	if err != nil {
 		return nil, err
 	}

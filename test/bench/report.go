@@ -306,9 +306,15 @@ func writeMethod(p func(string, ...any), d *Details) {
 		if !c.Converged {
 			p(" **It did not converge within %s s.**", f(c.WaitedSeconds))
 		}
+		if len(c.CPUSeconds) > 0 {
+			p(" CPU time until converged (s): %s.", cpuText(c.CPUSeconds))
+		}
 		if fl := d.StatusFloor; fl != nil {
 			p(" Floor: the suite creating %d routes the same way and writing each one's status itself took %s s (creates %s s).",
 				fl.Routes, f(fl.Seconds), f(fl.CreateSeconds))
+			if len(fl.CPUSeconds) > 0 {
+				p(" CPU time meanwhile (s): %s.", cpuText(fl.CPUSeconds))
+			}
 		}
 		p("\n\n")
 	}
@@ -341,4 +347,23 @@ func fOpt(v *float64) string {
 		return "–"
 	}
 	return f(*v)
+}
+
+// cpuText lists CPU times by process, the largest first.
+func cpuText(u CPUUsage) string {
+	names := make([]string, 0, len(u))
+	for k := range u {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if u[names[i]] != u[names[j]] {
+			return u[names[i]] > u[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = k + " " + f(u[k])
+	}
+	return strings.Join(parts, ", ")
 }

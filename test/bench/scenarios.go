@@ -29,6 +29,9 @@ type ConvergenceDetails struct {
 	AuditWrites          map[string]int `json:"audit_writes"`           // by resource, conv objects only
 	MetricWrites         map[string]int `json:"metric_writes"`          // leader's portico_status_writes_total{result="written"} delta
 	GatewayWritesCounted string         `json:"gateway_writes_counted"` // "audit" or "metrics"
+	// CPUSeconds is the CPU time each process used from the first create
+	// until converged (the replicas as "leader" and "follower").
+	CPUSeconds CPUUsage `json:"cpu_seconds,omitempty"`
 }
 
 // RunStatusConvergence creates a Gateway "conv", then routes routes attached
@@ -36,7 +39,7 @@ type ConvergenceDetails struct {
 // listener reports attachedRoutes = routes and every route is Accepted by
 // it. Status writes are counted from the audit log (when we run the API
 // server) and from the leader's metrics, over the scenario plus 2 s.
-func RunStatusConvergence(ctx context.Context, cl *Cluster, leader func() *Replica, routes int, logf func(string, ...any)) (*ConvergenceDetails, error) {
+func RunStatusConvergence(ctx context.Context, cl *Cluster, leader func() *Replica, replicas []*Replica, routes int, logf func(string, ...any)) (*ConvergenceDetails, error) {
 	c := cl.Client
 	d := &ConvergenceDetails{Routes: routes}
 	gw := Gateway("conv")
@@ -116,6 +119,8 @@ func RunStatusConvergence(ctx context.Context, cl *Cluster, leader func() *Repli
 		}
 	})
 	time.Sleep(200 * time.Millisecond) // the watches are established
+	lead := leader()
+	cpu0 := cpuUsage(cl, replicas)
 	start = time.Now()
 	err = parallel(ctx, 0, routes, 32, func(i int) error {
 		r := ProbeRoute(RouteNamespace(i), fmt.Sprintf("conv-%d", i), fmt.Sprintf("/conv-%d-z", i), i)
@@ -135,6 +140,7 @@ func RunStatusConvergence(ctx context.Context, cl *Cluster, leader func() *Repli
 	case <-wctx.Done():
 	}
 	d.WaitedSeconds = round(time.Since(start).Seconds(), 3)
+	d.CPUSeconds = cpuUsage(cl, replicas).Since(cpu0).byRole(lead)
 	mu.Lock()
 	if !attachedAt.IsZero() {
 		d.AttachedSeconds = round(attachedAt.Sub(start).Seconds(), 3)

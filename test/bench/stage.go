@@ -204,7 +204,7 @@ func (s *suite) convergence(ctx context.Context) {
 		}
 		return l
 	}
-	d, err := RunStatusConvergence(ctx, s.cl, leader, s.cfg.ConvergenceRoutes, s.logf)
+	d, err := RunStatusConvergence(ctx, s.cl, leader, s.replicas, s.cfg.ConvergenceRoutes, s.logf)
 	if err != nil {
 		s.fail("status convergence", err)
 		return
@@ -218,7 +218,7 @@ func (s *suite) convergence(ctx context.Context) {
 	s.drain(ctx, s.cfg.StatusDrainTimeout)
 
 	// The same API work with the suite as the controller: the floor.
-	fl, err := RunStatusFloor(ctx, s.cl.Client, s.cfg.ConvergenceRoutes)
+	fl, err := RunStatusFloor(ctx, s.cl, leader(), s.replicas, s.cfg.ConvergenceRoutes)
 	if err != nil {
 		s.fail("status floor", err)
 		return
