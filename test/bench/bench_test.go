@@ -307,12 +307,14 @@ func sampleResults() (*Results, *Details) {
 		r.Memory[k] = Memory{RSSMiB: 50 + float64(n)/50, HeapMiB: 20 + float64(n)/100}
 		r.BytesPerRouteChange[k] = 3.5
 	}
-	rate := 2.5
-	r.AllocRateChurnMBs = &rate
+	rate, probesRate := 2.5, 40.0
+	r.AllocRateChurnMBs, r.AllocRateChurnProbesMBs = &rate, &probesRate
 	floor := 1.25
 	r.StatusConvergence1000 = &StatusConvergence{Seconds: 1.5, GatewayStatusWrites: 4, RouteStatusWrites: 1000, FloorSeconds: &floor}
 	r.Failover = &Failover{GracefulMs: 300, CrashMs: 18000, LeaseDurationS: 15}
-	d := &Details{Mode: "full", Stages: map[string]*Stage{"100": {Routes: 100, Propagation: &ProbeStats{Probes: 100}}},
+	d := &Details{Mode: "full", Stages: map[string]*Stage{"100": {Routes: 100, Propagation: &ProbeStats{Probes: 100},
+		AllocQuietMBs: map[string]float64{"bench-a": 1, "bench-b": 1.5}, AllocChurnMBs: map[string]float64{"bench-a": 2.5},
+		AllocChurnProbesMBs: map[string]float64{"bench-a": 40}}},
 		Workload: map[string]any{"gateways": 4}, Errors: []string{"something"},
 		StatusConvergence: &ConvergenceDetails{Routes: 1000, Converged: true, AttachedSeconds: 1.5, AllAcceptedSeconds: 1.4, CreateSeconds: 1},
 		StatusFloor:       &FloorDetails{Routes: 1000, Seconds: 1.25, CreateSeconds: 1.125, CPUSeconds: CPUUsage{"etcd": 0.5, "kube-apiserver": 2}},
@@ -350,6 +352,9 @@ func TestRowsAndMarkdown(t *testing.T) {
 	for _, want := range []string{"![Propagation latency against route count](docs/bench/latency.png)",
 		"| CPU | AMD EPYC (nproc 2) |", "make bench-suite", "targets met.", "- something", "Failover by SIGKILL", "> Baseline.\n> Second line.\n",
 		"| Status floor: the same creates and status writes, no controller (s) | 1000 | 1.25 |",
+		"| Allocation rate under churn (MB/s) | 10000 | 2.5 | ≤ 5 MB/s | met |",
+		"| Allocation rate under churn, during the propagation probes (MB/s) | 10000 | 40 |",
+		"| 1.5 / 2.5 / 40 |\n",
 		"writing each one's status itself took 1.25 s (creates 1.125 s). CPU time meanwhile (s): kube-apiserver 2, etcd 0.5."} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)

@@ -219,6 +219,12 @@ func (ch *Churn) loop(ctx context.Context, every time.Duration, f func() error) 
 	}()
 }
 
+// actions counts what the churn did so far.
+func (ch *Churn) actions() map[string]int64 {
+	return map[string]int64{"route_updates": ch.RouteUpdates.Load(),
+		"pod_restarts": ch.PodRestarts.Load(), "errors": ch.Errors.Load()}
+}
+
 // Stop stops the churn and waits for its goroutines.
 func (ch *Churn) Stop() {
 	ch.cancel()

@@ -124,6 +124,10 @@ func Rows(r *Results) []Row {
 		rows = append(rows, Row{Figure: "Allocation rate under churn (MB/s)", N: largest(r.PropagationChurn),
 			Value: f(*r.AllocRateChurnMBs), Target: "≤ 5 MB/s", Met: check(*r.AllocRateChurnMBs <= 5)})
 	}
+	if r.AllocRateChurnProbesMBs != nil {
+		rows = append(rows, Row{Figure: "Allocation rate under churn, during the propagation probes (MB/s)", N: largest(r.PropagationChurn),
+			Value: f(*r.AllocRateChurnProbesMBs)})
+	}
 	if fo := r.Failover; fo != nil {
 		rows = append(rows,
 			Row{Figure: "Graceful failover, to a new leader (ms)", N: "—", Value: f(fo.GracefulMs), Target: "≤ 1 s", Met: check(fo.GracefulMs <= 1000)},
@@ -247,8 +251,10 @@ func writeMethod(p func(string, ...any), d *Details) {
 	p(" the controller's status workers; until the last write returns. The routes name no Gateway, so the replicas see")
 	p(" them but write nothing: the time is the API server's, the least any controller could converge in here.\n")
 	p("- **Memory**: VmRSS of the controller processes (the larger) and their `go_memstats_heap_inuse_bytes`,")
-	p(" after the quiet probes. **Allocation rate**: `go_memstats_alloc_bytes_total` delta per second under churn,")
-	p(" the larger replica, at the largest N.\n")
+	p(" after the quiet probes. **Allocation rate**: `go_memstats_alloc_bytes_total` delta per second, the larger")
+	p(" replica, at the largest N: under the churn alone (%d route spec changes/s and %d Pod restart/s), for a", ChurnRouteUpdatesPerSec, ChurnPodRestartsPerSec)
+	p(" window after the probes under churn; and during those probes, each of which adds a route create and delete")
+	p(" (together several times the churn's rate of route changes).\n")
 	p("- **Failover**: SIGTERM (graceful, median of %d) or SIGKILL (crash) of the leader process; the time until", GracefulSamples)
 	p(" the other replica's `/debug/leader` says it leads. The time until a route created at the kill is Accepted")
 	p(" and the new leader's status queue is empty is in the details below.\n")
@@ -272,7 +278,7 @@ func writeMethod(p func(string, ...any), d *Details) {
 	for _, k := range keys {
 		p("- %s: %v\n", k, d.Workload[k])
 	}
-	p("\n| N | grow s | sync s | probes (quiet / churn / endpoint) | delete p50 ms | proxy config kB | translations | RSS leader / follower MiB | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n")
+	p("\n| N | grow s | sync s | probes (quiet / churn / endpoint) | delete p50 ms | proxy config kB | translations | RSS leader / follower MiB | peak RSS MiB | alloc MB/s quiet / churn / churn probes |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range sortedNs(d.Stages) {
 		st := d.Stages[n]
 		probes := func(ps *ProbeStats) string {
@@ -292,13 +298,21 @@ func writeMethod(p func(string, ...any), d *Details) {
 		for _, v := range st.ProxyConfigKB {
 			kb += v
 		}
-		p("| %s | %s | %s | %s / %s / %s | %s | %s | %d | %s / %s | %s |\n", n, f(st.GrowSeconds), f(st.SyncSeconds),
+		rate := func(m map[string]float64) string {
+			if len(m) == 0 {
+				return "—"
+			}
+			return f(maxValue(m))
+		}
+		p("| %s | %s | %s | %s / %s / %s | %s | %s | %d | %s / %s | %s | %s / %s / %s |\n", n, f(st.GrowSeconds), f(st.SyncSeconds),
 			probes(st.Propagation), probes(st.Churn), probes(st.Endpoint), del, f(round(kb, 1)), st.Translations,
 			f(st.Memory["leader"].RSSMiB), f(st.Memory["follower"].RSSMiB),
-			f(max(st.Memory["leader"].PeakRSSMiB, st.Memory["follower"].PeakRSSMiB)))
+			f(max(st.Memory["leader"].PeakRSSMiB, st.Memory["follower"].PeakRSSMiB)),
+			rate(st.AllocQuietMBs), rate(st.AllocChurnMBs), rate(st.AllocChurnProbesMBs))
 	}
 	p("\nGrow: creating the stage's routes, Services and EndpointSlices while both replicas run. Peak RSS is")
-	p(" VmHWM since the process started (the failover scenario restarts them). Translations: the follower's, during the quiet probes.\n\n")
+	p(" VmHWM since the process started (the failover scenario restarts them). Translations: the follower's, during the quiet probes.")
+	p(" Allocation rates: the larger replica's, during the quiet probes, under the churn alone, and during the probes under churn.\n\n")
 	if c := d.StatusConvergence; c != nil {
 		p("Status convergence: attachedRoutes = %d after %s s, every route Accepted after %s s (creates took %s s, so %s s after the last create);",
 			c.Routes, f(c.AttachedSeconds), f(c.AllAcceptedSeconds), f(c.CreateSeconds), f(c.AfterCreatesSeconds))

@@ -38,8 +38,11 @@ type Results struct {
 	StatusConvergence1000 *StatusConvergence       `json:"status_convergence_1000"`
 	Memory                map[string]Memory        `json:"memory"`
 	AllocRateChurnMBs     *float64                 `json:"alloc_rate_churn_mb_s"`
-	Failover              *Failover                `json:"failover"`
-	BytesPerRouteChange   map[string]float64       `json:"bytes_per_route_change"` // kB
+	// AllocRateChurnProbesMBs is the rate during the probes under churn
+	// (each probe adds a route create and delete to the churn).
+	AllocRateChurnProbesMBs *float64           `json:"alloc_rate_churn_probes_mb_s,omitempty"`
+	Failover                *Failover          `json:"failover"`
+	BytesPerRouteChange     map[string]float64 `json:"bytes_per_route_change"` // kB
 }
 
 // NewResults returns Results with every map present (empty maps encode as

@@ -43,7 +43,10 @@ type Config struct {
 	// Profiles: save each replica's heap profile at each N under
 	// Out/profiles (the controllers need --debug-pprof).
 	Profiles bool
-	Log      io.Writer
+	// ChurnWindow is how long the allocation rate under churn is measured,
+	// with the churn alone (after the probes under churn).
+	ChurnWindow time.Duration
+	Log         io.Writer
 }
 
 // Details are what results.json has no room for (details.json).
@@ -80,8 +83,15 @@ type Stage struct {
 	XDSUpdateMeanMs float64                  `json:"follower_xds_update_mean_ms"`
 	Memory          map[string]ReplicaMemory `json:"memory"`
 	AllocQuietMBs   map[string]float64       `json:"alloc_rate_quiet_mb_s"`
-	AllocChurnMBs   map[string]float64       `json:"alloc_rate_churn_mb_s"`
-	ChurnActions    map[string]int64         `json:"churn_actions"`
+	// AllocChurnProbesMBs: during the probes under churn, which add a
+	// route create and delete per probe to the churn.
+	AllocChurnProbesMBs map[string]float64 `json:"alloc_rate_churn_probes_mb_s"`
+	ChurnActions        map[string]int64   `json:"churn_actions"`
+	// AllocChurnMBs: under the churn alone, for ChurnOnlySeconds after the
+	// probes, with ChurnOnlyActions.
+	AllocChurnMBs    map[string]float64 `json:"alloc_rate_churn_mb_s"`
+	ChurnOnlySeconds float64            `json:"churn_only_seconds"`
+	ChurnOnlyActions map[string]int64   `json:"churn_only_actions"`
 }
 
 // ProbeStats summarise a batch of probes.

@@ -94,6 +94,7 @@ func run() int {
 	if *quick {
 		cfg.Mode = "quick"
 		cfg.Sizes, cfg.Probes, cfg.EndpointProbes, cfg.ProbeBudget = []int{100, 1000}, 20, 10, 30*time.Second
+		cfg.ChurnWindow = 5 * time.Second
 		chartDir, mdPath = cfg.Out, filepath.Join(cfg.Out, "BENCHMARKS.md")
 	}
 	if *sizes != "" {
