@@ -242,6 +242,14 @@ func (b *irBuilder) memoClusters(prev *irMemo) *irMemo {
 			m.clusters = prev.clusters
 			return m
 		}
+		m.clusters = b.mergeClusters(m.uses, prev.clusters, dirty)
+		// Only the clusters whose counts changed can have fallen to zero.
+		for name := range before {
+			if m.uses[name].n <= 0 {
+				delete(m.uses, name)
+			}
+		}
+		return m
 	}
 	var old map[string]*ir.Cluster
 	if prev != nil {
@@ -259,19 +267,61 @@ func (b *irBuilder) memoClusters(prev *irMemo) *irMemo {
 			m.clusters = append(m.clusters, oc)
 			continue
 		}
-		proto := ir.UpstreamHTTP1
-		if c.h2 > 0 {
-			proto = ir.UpstreamHTTP2
-		}
-		m.clusters = append(m.clusters, &ir.Cluster{
-			Name:             name,
-			ServiceNamespace: c.def.svc.Namespace,
-			ServiceName:      c.def.svc.Name,
-			ServicePort:      c.def.port.Port,
-			Protocol:         proto,
-			Endpoints:        b.t.endpointsOf(c.def),
-		})
+		m.clusters = append(m.clusters, b.clusterOf(name, c))
 	}
 	slices.SortFunc(m.clusters, func(a, b *ir.Cluster) int { return strings.Compare(a.Name, b.Name) })
 	return m
+}
+
+// mergeClusters returns prev (sorted by name, as memoClusters makes it)
+// with the dirty clusters made again from their counts, or left out when
+// no longer used: the cost is that of the change, not of a new list built
+// through a map of every cluster.
+func (b *irBuilder) mergeClusters(uses map[string]*clusterCount, prev []*ir.Cluster, dirty map[string]bool) []*ir.Cluster {
+	names := make([]string, 0, len(dirty))
+	for n := range dirty {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make([]*ir.Cluster, 0, len(prev)+len(names))
+	emit := func(name string) {
+		if c := uses[name]; c != nil && c.n > 0 {
+			out = append(out, b.clusterOf(name, c))
+		}
+	}
+	i := 0
+	for _, c := range prev {
+		for ; i < len(names) && names[i] < c.Name; i++ {
+			emit(names[i])
+		}
+		if i < len(names) && names[i] == c.Name {
+			emit(names[i])
+			i++
+			continue
+		}
+		out = append(out, c)
+	}
+	for ; i < len(names); i++ {
+		emit(names[i])
+	}
+	if len(out) == 0 {
+		return nil // as the full path leaves it
+	}
+	return out
+}
+
+// clusterOf is the IR cluster of name, used as c counts.
+func (b *irBuilder) clusterOf(name string, c *clusterCount) *ir.Cluster {
+	proto := ir.UpstreamHTTP1
+	if c.h2 > 0 {
+		proto = ir.UpstreamHTTP2
+	}
+	return &ir.Cluster{
+		Name:             name,
+		ServiceNamespace: c.def.svc.Namespace,
+		ServiceName:      c.def.svc.Name,
+		ServicePort:      c.def.port.Port,
+		Protocol:         proto,
+		Endpoints:        b.t.endpointsOf(c.def),
+	}
 }

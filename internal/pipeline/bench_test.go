@@ -108,6 +108,42 @@ func BenchmarkIncrementalRouteChange(b *testing.B) {
 	}
 }
 
+// BenchmarkRouteToNewService: one HTTPRoute goes to a Service no route
+// uses (a new cluster on its Gateway), then back (the cluster removed):
+// the cost of a change of the cluster set, through the pipeline.
+func BenchmarkRouteToNewService(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			snap := gen.Snapshot(n)
+			p := benchPipeline(b, snap)
+			const route = 7
+			orig := snap.HTTPRoutes.Value(resource.Key{Namespace: fmt.Sprintf("team%d", route%gen.Namespaces),
+				Name: fmt.Sprintf("route%d", route)}).Spec.Rules[1].BackendRefs[0].Name
+			// The Service exists, unused, before the timed changes.
+			snap, _ = gen.RouteToService(snap, route, "fresh")
+			p.process(context.Background(), snap, 0)
+			snap, _ = gen.RouteToService(snap, route, string(orig))
+			p.process(context.Background(), snap, 0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				svc := "fresh"
+				if i%2 == 1 {
+					svc = string(orig)
+				}
+				snap, _ = gen.RouteToService(snap, route, svc)
+				b.StartTimer()
+				p.process(context.Background(), snap, 0)
+			}
+			b.StopTimer()
+			if st := p.Latest().Stats; st.Mode != gatewayapi.ModeRoutes || st.Gateways != 1 {
+				b.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
 // BenchmarkEndpointChange: the endpoints of one Service change; only the
 // load assignment of its cluster is computed again.
 func BenchmarkEndpointChange(b *testing.B) {

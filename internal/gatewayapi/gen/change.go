@@ -160,6 +160,43 @@ func ChangeEndpoints(s *resource.Snapshot, ns, i, version int) (*resource.Snapsh
 	return edit(s, resource.KindEndpointSlice, k, es), k
 }
 
+// RouteToService returns a snapshot made from s (with Edit) in which the
+// second rule of route i goes to Service svc of the route's namespace,
+// created with an EndpointSlice of one endpoint when s has none, and the
+// route's key. Its Changes list what it set.
+func RouteToService(s *resource.Snapshot, i int, svc string) (*resource.Snapshot, resource.Key) {
+	ns := fmt.Sprintf("team%d", i%Namespaces)
+	k := resource.Key{Namespace: ns, Name: fmt.Sprintf("route%d", i)}
+	r := s.HTTPRoutes.Value(k).DeepCopy()
+	r.Spec.Rules[1].BackendRefs[0].Name = gwv1.ObjectName(svc)
+	r.Generation++
+	e := s.Edit()
+	changes := resource.NewChanges(s.ID())
+	set := func(kind resource.Kind, key resource.Key, obj any) {
+		if err := e.Set(kind, key, obj); err != nil {
+			panic(err)
+		}
+		changes.Add(kind, key)
+	}
+	if sk := (resource.Key{Namespace: ns, Name: svc}); s.Services.Value(sk) == nil {
+		set(resource.KindService, sk, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}}},
+		})
+		set(resource.KindEndpointSlice, resource.Key{Namespace: ns, Name: svc + "-1"}, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.250.0.1"},
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
+		})
+	}
+	set(resource.KindHTTPRoute, k, r)
+	c := e.Snapshot()
+	c.Changes = changes
+	return c, k
+}
+
 // edit returns s with one object set, and Changes listing it.
 func edit(s *resource.Snapshot, kind resource.Kind, k resource.Key, obj any) *resource.Snapshot {
 	e := s.Edit()

@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -49,6 +50,9 @@ func (t *translator) clustersAndEndpoints() (clusters, endpoints []*entry, err e
 			return prev.ents[clusterIdx], prev.ents[endpointIdx], nil
 		}
 		if cl, ep, ok, err := t.clustersInPlace(prev); ok || err != nil {
+			return cl, ep, err
+		}
+		if cl, ep, ok, err := t.clustersMerged(prev); ok || err != nil {
 			return cl, ep, err
 		}
 	}
@@ -152,6 +156,96 @@ func (t *translator) clustersInPlace(prev *gatewayMemo) (clusters, endpoints []*
 		return slices.Clone(ir) // sorted by translate
 	}
 	return sorted(cl, prev.irClusters, prev.ents[clusterIdx]), sorted(ep, prev.irEndpoints, prev.ents[endpointIdx]), true, nil
+}
+
+// clustersMerged translates the clusters when both lists, the previous
+// one and gw.Clusters, are sorted by name (as gatewayapi makes them) and
+// differ by some clusters added or removed (a route to a new Service,
+// typically): only the added and changed clusters are translated, the
+// memo takes the changes as an overlay, and the names added or removed are
+// known without comparing the two sets. ok is false when a list is not
+// sorted or a cluster is invalid: the full path handles (or reports) it.
+func (t *translator) clustersMerged(prev *gatewayMemo) (clusters, endpoints []*entry, ok bool, err error) {
+	old, cur := prev.src.Clusters, t.gw.Clusters
+	oldCl, oldEp := prev.irClusters, prev.irEndpoints
+	if len(oldCl) != len(old) || len(oldEp) != len(old) {
+		return nil, nil, false, nil
+	}
+	clusters, endpoints = make([]*entry, 0, len(cur)), make([]*entry, 0, len(cur))
+	changed := map[string]*clusterEntry{}
+	diff := map[string]bool{} // names added or removed
+	i := 0
+	// drop skips the previous clusters before name, which were removed.
+	drop := func(name string, last bool) bool {
+		// The previous clusters passed these checks but for the order.
+		for ; i < len(old) && (last || old[i].Name < name); i++ {
+			if i > 0 && old[i].Name <= old[i-1].Name {
+				return false
+			}
+			changed[old[i].Name], diff[old[i].Name] = nil, true
+		}
+		return true
+	}
+	for j, c := range cur {
+		if c == nil || c.Name == "" || c.Name == InvalidBackendCluster || (j > 0 && c.Name <= cur[j-1].Name) {
+			return nil, nil, false, nil
+		}
+		if !drop(c.Name, false) {
+			return nil, nil, false, nil
+		}
+		if i < len(old) && old[i].Name == c.Name {
+			if i > 0 && old[i].Name <= old[i-1].Name {
+				return nil, nil, false, nil
+			}
+			if c == old[i] {
+				clusters, endpoints = append(clusters, oldCl[i]), append(endpoints, oldEp[i])
+				i++
+				continue
+			}
+			ce := *prev.clusters.get(c.Name)
+			i++
+			if c.Protocol != ce.protocol {
+				if ce.cluster, err = t.clusterEntry(c); err != nil {
+					return nil, nil, false, err
+				}
+				ce.protocol = c.Protocol
+			}
+			if !slices.Equal(c.Endpoints, ce.endpoints) {
+				if ce.cla, err = t.claEntry(c); err != nil {
+					return nil, nil, false, err
+				}
+				ce.endpoints = c.Endpoints
+			}
+			changed[c.Name] = &ce
+			clusters, endpoints = append(clusters, ce.cluster), append(endpoints, ce.cla)
+			continue
+		}
+		ce := &clusterEntry{protocol: c.Protocol, endpoints: c.Endpoints}
+		if ce.cluster, err = t.clusterEntry(c); err != nil {
+			return nil, nil, false, err
+		}
+		if ce.cla, err = t.claEntry(c); err != nil {
+			return nil, nil, false, err
+		}
+		changed[c.Name], diff[c.Name] = ce, true
+		clusters, endpoints = append(clusters, ce.cluster), append(endpoints, ce.cla)
+	}
+	if !drop("", true) {
+		return nil, nil, false, nil
+	}
+	names := maps.Clone(prev.clusterNames)
+	for n := range diff {
+		if changed[n] == nil {
+			delete(names, n)
+		} else {
+			names[n] = true
+		}
+	}
+	t.clusters, t.clustersChanged, t.clustersDiffed = names, diff, true
+	t.next.clusterNames, t.next.clusters = names, prev.clusters.with(changed)
+	// Sorted by name, like the IR: translate keeps them as they are.
+	t.next.irClusters, t.next.irEndpoints = clusters, endpoints
+	return clusters, endpoints, true, nil
 }
 
 func sameMap[K comparable, V any](a, b map[K]V) bool {

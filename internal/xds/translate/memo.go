@@ -219,8 +219,8 @@ func (m clusterMemo) get(name string) *clusterEntry {
 	return m.base[name]
 }
 
-// with returns m with the entries of changed in place of its own; m is
-// not modified.
+// with returns m with the entries of changed in place of its own; a nil
+// entry removes the cluster. m is not modified.
 func (m clusterMemo) with(changed map[string]*clusterEntry) clusterMemo {
 	if len(changed) == 0 {
 		return m
@@ -231,6 +231,8 @@ func (m clusterMemo) with(changed map[string]*clusterEntry) clusterMemo {
 		maps.Copy(base, m.base)
 		maps.Copy(base, m.over)
 		maps.Copy(base, changed)
+		// In the overlay a nil entry hides the base's; folded, it goes.
+		maps.DeleteFunc(base, func(_ string, ce *clusterEntry) bool { return ce == nil })
 		return clusterMemo{base: base}
 	}
 	over := make(map[string]*clusterEntry, n)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -292,6 +294,97 @@ func TestClusterMemoWith(t *testing.T) {
 			if got := v.m.get(name); got != ce {
 				t.Fatalf("version %d: %s is %p, want %p", i, name, got, ce)
 			}
+		}
+	}
+}
+
+// Clusters added and removed (a route to a new Service, a Service no
+// longer used): the result is that of a fresh translation, and with the
+// IR sorted by name (as gatewayapi makes it) the cluster memo takes each
+// change as an overlay instead of being rebuilt (it folds now and then).
+// Unsorted IR takes the full path, with the same result.
+func TestTranslatorClustersAddedAndRemoved(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	all := generatedGateway(500).Clusters
+	byName := func(a, b *ir.Cluster) int { return strings.Compare(a.Name, b.Name) }
+	for _, sorted := range []bool{true, false} {
+		x := NewTranslator()
+		gw := cowGateway(generatedGateway(500))
+		if !sorted {
+			slices.Reverse(gw.Clusters)
+		}
+		if _, err := x.Translate(gw); err != nil {
+			t.Fatal(err)
+		}
+		const edits = 40
+		shared := 0
+		for i := range edits {
+			c := cowGateway(gw)
+			switch rng.IntN(3) {
+			case 0: // one or two clusters removed
+				for range 1 + rng.IntN(2) {
+					k := rng.IntN(len(c.Clusters))
+					c.Clusters = slices.Delete(c.Clusters, k, k+1)
+				}
+			case 1: // a new cluster, and a route to it
+				nc := &ir.Cluster{Name: fmt.Sprintf("bench/svc-%05d-new%d/80", rng.IntN(len(all)), i), Protocol: ir.UpstreamHTTP2,
+					Endpoints: []ir.Endpoint{{Address: fmt.Sprintf("10.9.%d.1", i), Port: 80}}}
+				c.Clusters = append(c.Clusters, nc)
+				vhosts := c.Listeners[0].FilterChains[0].RouteConfig.VirtualHosts
+				cc, v := cowVirtualHost(c, 0, 0, rng.IntN(len(vhosts)))
+				k := rng.IntN(len(v.Routes))
+				r := *v.Routes[k]
+				r.Forward = forwardTo(nc.Name)
+				v.Routes[k] = &r
+				c = cc
+			case 2: // a removed cluster comes back, with other endpoints
+				for _, ac := range all {
+					if !slices.ContainsFunc(c.Clusters, func(x *ir.Cluster) bool { return x.Name == ac.Name }) {
+						cl := *ac
+						cl.Endpoints = []ir.Endpoint{{Address: "10.8.0.1", Port: 80}}
+						c.Clusters = append(c.Clusters, &cl)
+						break
+					}
+				}
+			}
+			if sorted {
+				slices.SortFunc(c.Clusters, byName)
+			}
+			gw = c
+			prev := x.memos[gw.Key()]
+			got, err := x.Translate(gw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameAsFresh(t, gw, got)
+			checkWire(t, got)
+			next := x.memos[gw.Key()]
+			if sameMap(prev.clusters.base, next.clusters.base) {
+				shared++
+			}
+			for _, c := range gw.Clusters {
+				if ce := next.clusters.get(c.Name); ce == nil || ce.protocol != c.Protocol || !slices.Equal(ce.endpoints, c.Endpoints) {
+					t.Fatalf("edit %d: memo entry of cluster %s is %+v", i, c.Name, ce)
+				}
+			}
+			for _, c := range all {
+				if !slices.ContainsFunc(gw.Clusters, func(x *ir.Cluster) bool { return x.Name == c.Name }) && next.clusters.get(c.Name) != nil {
+					t.Errorf("edit %d: removed cluster %s still in the memo", i, c.Name)
+				}
+			}
+			for name, ce := range next.clusters.base {
+				if ce == nil {
+					t.Errorf("edit %d: the memo's base keeps a removed cluster %s", i, name)
+				}
+			}
+		}
+		// Folding the overlay (at most every overlayMax/3 edits here)
+		// makes a new base; otherwise it is shared.
+		if sorted && shared < edits-3 {
+			t.Errorf("sorted: the cluster memo was shared across %d of %d edits", shared, edits)
+		}
+		if !sorted && shared > edits/2 {
+			t.Errorf("unsorted: the cluster memo was shared across %d of %d edits, want it rebuilt", shared, edits)
 		}
 	}
 }

@@ -78,6 +78,8 @@ type translator struct {
 	// clustersChanged holds the cluster names added or removed since the
 	// memo: routes naming them must be translated again.
 	clustersChanged map[string]bool
+	// clustersDiffed: clustersChanged is known already (clustersMerged).
+	clustersDiffed bool
 	// shared holds the routes translated by this call, so that a route
 	// placed in several virtual hosts or route configs is translated once.
 	shared map[*ir.Route]*routeEntry
@@ -149,7 +151,7 @@ func (t *translator) translate() (*Resources, error) {
 // diffClusters records the cluster names added or removed since the memo.
 func (t *translator) diffClusters() {
 	old := t.memo.clusterNames
-	if old == nil || sameMap(old, t.clusters) {
+	if t.clustersDiffed || old == nil || sameMap(old, t.clusters) {
 		return
 	}
 	for n := range t.clusters {
