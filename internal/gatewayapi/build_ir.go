@@ -238,17 +238,17 @@ func (b *irBuilder) memoClusters(prev *irMemo) *irMemo {
 				}
 			}
 		}
-		if len(dirty) == 0 {
-			m.clusters = prev.clusters
-			return m
-		}
-		m.clusters = b.mergeClusters(m.uses, prev.clusters, dirty)
 		// Only the clusters whose counts changed can have fallen to zero.
 		for name := range before {
 			if m.uses[name].n <= 0 {
 				delete(m.uses, name)
 			}
 		}
+		if len(dirty) == 0 {
+			m.clusters = prev.clusters
+			return m
+		}
+		m.clusters = b.mergeClusters(m.uses, prev.clusters, dirty)
 		return m
 	}
 	var old map[string]*ir.Cluster
