@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -58,7 +59,7 @@ func RunStatusFloor(ctx context.Context, cl *Cluster, lead *Replica, replicas []
 			for r := range created {
 				if err := writeFloorStatus(ctx, c, r); err != nil {
 					mu.Lock()
-					writeErr = cmpErr(writeErr, err)
+					writeErr = errors.Join(writeErr, err)
 					mu.Unlock()
 				}
 			}
@@ -107,12 +108,4 @@ func writeFloorStatus(ctx context.Context, c client.Client, r *gwv1.HTTPRoute) e
 		return fmt.Errorf("floor status of %s/%s: %w", r.Namespace, r.Name, err)
 	}
 	return nil
-}
-
-// cmpErr keeps the first error.
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"k8s.io/utils/ptr"
 )
 
 // stage grows the workload from routes [0, from) to [0, n) and runs the
@@ -140,8 +142,8 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 		s.res.PropagationChurn[Key(n)] = st.Churn.Create
 	}
 	// The largest N's rates are kept.
-	s.res.AllocRateChurnMBs = ptrTo(maxValue(st.AllocChurnMBs))
-	s.res.AllocRateChurnProbesMBs = ptrTo(maxValue(st.AllocChurnProbesMBs))
+	s.res.AllocRateChurnMBs = ptr.To(maxValue(st.AllocChurnMBs))
+	s.res.AllocRateChurnProbesMBs = ptr.To(maxValue(st.AllocChurnProbesMBs))
 	s.logf("stage %d: propagation under churn %+v; alloc rate during those probes %v MB/s (churn %v); under the churn alone %v MB/s (%v in %.0f s)",
 		n, st.Churn.Create, st.AllocChurnProbesMBs, st.ChurnActions, st.AllocChurnMBs, st.ChurnOnlyActions, st.ChurnOnlySeconds)
 	return nil
@@ -154,8 +156,6 @@ func maxValue(m map[string]float64) float64 {
 	}
 	return v
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // routeProbes runs up to cfg.Probes route probes, numbered from offset.
 func (s *suite) routeProbes(ctx context.Context, a *ADS, n, offset int, quiet bool, bc, bd *[]float64) *ProbeStats {
