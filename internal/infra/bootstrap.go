@@ -108,9 +108,14 @@ func bootstrap(ns, gw string, p Params) (string, error) {
 	if serverName == "" {
 		serverName = host
 	}
+	// initial_fetch_timeout 0: Envoy's initialization waits for the first
+	// listeners and clusters however long xDS takes. With Envoy's default
+	// (15 s) a proxy that cannot reach xDS finishes initializing without
+	// configuration, turns LIVE and would be reported Ready.
 	ads := &corev3.ConfigSource{
 		ResourceApiVersion:    corev3.ApiVersion_V3,
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		InitialFetchTimeout:   durationpb.New(0),
 	}
 	// The client certificate and the CA come by file-based SDS watching
 	// the mounted Secret's directory, so Envoy picks up rotated
@@ -175,7 +180,7 @@ func bootstrap(ns, gw string, p Params) (string, error) {
 			CdsConfig: ads,
 		},
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
-			Clusters: []*clusterv3.Cluster{{
+			Clusters: []*clusterv3.Cluster{adminCluster(), {
 				Name:                 xdsClusterName,
 				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
 				ConnectTimeout:       durationpb.New(5 * time.Second),
@@ -213,9 +218,32 @@ func bootstrap(ns, gw string, p Params) (string, error) {
 	return string(out), nil
 }
 
-// readyListenerHCM answers GET /ready with Envoy's own readiness (the admin
-// /ready, proxied over a local cluster would need more plumbing; a direct
-// 200 tells that the process is up and serving listeners).
+// adminClusterName is the static cluster of Envoy's own admin interface,
+// on loopback; only the readiness listener routes to it, and only /ready.
+const adminClusterName = "portico_admin"
+
+func adminCluster() *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 adminClusterName,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		ConnectTimeout:       durationpb.New(time.Second),
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: adminClusterName,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket("127.0.0.1", adminPort)}},
+			}}}},
+		},
+	}
+}
+
+// readyListenerHCM answers GET /ready (the Pod's readiness probe) with
+// Envoy's own readiness: the admin interface's /ready, which is 200 only
+// in server state LIVE (initial configuration applied) and 503 while
+// initializing or draining. Nothing else of the admin interface is
+// reachable through it. Static listeners accept connections only once
+// Envoy's initialization is done, and that waits for xDS (see
+// InitialFetchTimeout above), so before its configuration has arrived a
+// proxy refuses the probe.
 func readyListenerHCM() (*anypb.Any, error) {
 	router, err := anypb.New(&routerv3.Router{})
 	if err != nil {
@@ -230,9 +258,9 @@ func readyListenerHCM() (*anypb.Any, error) {
 				Domains: []string{"*"},
 				Routes: []*routev3.Route{{
 					Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/ready"}},
-					Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{
-						Status: 200,
-						Body:   &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "ready\n"}},
+					Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+						ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: adminClusterName},
+						Timeout:          durationpb.New(time.Second),
 					}},
 				}},
 			}},

@@ -30,6 +30,9 @@ const (
 	xdsCertDir    = "/etc/portico/xds"
 	adminPort     = 19001
 	readyPort     = 19002
+	// envoyUID is the user and group Envoy runs as (distroless nonroot),
+	// and the Pod's fsGroup.
+	envoyUID = 65532
 )
 
 // Objects are the apply configurations of one Gateway's proxies.
@@ -94,7 +97,8 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 			WithAllowPrivilegeEscalation(false).
 			WithReadOnlyRootFilesystem(true).
 			WithRunAsNonRoot(true).
-			WithRunAsUser(65532).
+			WithRunAsUser(envoyUID).
+			WithRunAsGroup(envoyUID).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
 	for _, port := range ports {
 		container.WithPorts(corev1ac.ContainerPort().WithName(portName(port)).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP))
@@ -129,6 +133,10 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 					WithAutomountServiceAccountToken(false).
 					WithTerminationGracePeriodSeconds(30).
 					WithSecurityContext(corev1ac.PodSecurityContext().
+						// The kubelet makes Secret files root-owned; with
+						// fsGroup their group is Envoy's, so the 0440
+						// client key is readable by Envoy and nobody else.
+						WithFSGroup(envoyUID).
 						// Envoy runs as non-root and still binds listener
 						// ports below 1024.
 						WithSysctls(corev1ac.Sysctl().WithName("net.ipv4.ip_unprivileged_port_start").WithValue("0")).
