@@ -14,11 +14,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -76,12 +74,9 @@ type EnvoyOptions struct {
 
 // Envoy is a running Envoy process.
 type Envoy struct {
-	cmd       *exec.Cmd
-	dir       string
+	*Process
 	LogPath   string
 	adminPath string
-	exited    chan struct{}
-	exitErr   error
 	client    *http.Client
 }
 
@@ -100,8 +95,8 @@ func StartEnvoy(t testing.TB, opts EnvoyOptions) *Envoy {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	e := &Envoy{dir: dir, LogPath: filepath.Join(dir, "envoy.log"), adminPath: filepath.Join(dir, "admin-address"),
-		exited: make(chan struct{}), client: &http.Client{Transport: &http.Transport{DialContext: opts.Dial, DisableKeepAlives: true}}}
+	e := &Envoy{LogPath: filepath.Join(dir, "envoy.log"), adminPath: filepath.Join(dir, "admin-address"),
+		client: &http.Client{Transport: &http.Transport{DialContext: opts.Dial, DisableKeepAlives: true}}}
 	cfg := opts.ConfigPath
 	if cfg == "" {
 		cfg = filepath.Join(dir, "bootstrap.yaml")
@@ -116,67 +111,16 @@ func StartEnvoy(t testing.TB, opts EnvoyOptions) *Envoy {
 	if opts.Wrap != nil {
 		argv = opts.Wrap(argv)
 	}
-	e.cmd = exec.Command(argv[0], argv[1:]...)
-	e.cmd.Env = append(os.Environ(), opts.Env...)
-	out, err := os.Create(filepath.Join(dir, "envoy.out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cmd.Stdout, e.cmd.Stderr = out, out
-	// Its own process group: a wrapper's children are stopped with it.
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := e.cmd.Start(); err != nil {
-		out.Close()
-		t.Fatalf("starting envoy: %v", err)
-	}
-	go func() {
-		e.exitErr = e.cmd.Wait()
-		out.Close()
-		close(e.exited)
-	}()
+	// Cleanups run last-in first-out: the log is printed after the
+	// process has stopped, and the directory removed after that.
 	t.Cleanup(func() {
-		e.Stop()
 		if t.Failed() {
-			t.Logf("envoy (%s) log, last lines:\n%s", strings.Join(argv, " "), e.LogTail(60))
+			t.Logf("envoy log, last lines:\n%s", tail(e.LogPath, 60))
 		}
 		os.RemoveAll(dir)
 	})
+	e.Process = StartProcess(t, "envoy", dir, argv, opts.Env...)
 	return e
-}
-
-// Stop sends SIGTERM to Envoy's process group and waits for it to exit,
-// killing it after 10 s. It returns the process's exit error.
-func (e *Envoy) Stop() error {
-	select {
-	case <-e.exited:
-		return e.exitErr
-	default:
-	}
-	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-e.exited:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-		<-e.exited
-	}
-	return e.exitErr
-}
-
-// Exited is closed when the process has exited.
-func (e *Envoy) Exited() <-chan struct{} { return e.exited }
-
-// LogTail is the last n lines of Envoy's log and its stdout/stderr.
-func (e *Envoy) LogTail(n int) string {
-	var b strings.Builder
-	for _, f := range []string{e.LogPath, filepath.Join(e.dir, "envoy.out")} {
-		data, _ := os.ReadFile(f)
-		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		if len(lines) > n {
-			lines = lines[len(lines)-n:]
-		}
-		fmt.Fprintf(&b, "== %s\n%s\n", filepath.Base(f), strings.Join(lines, "\n"))
-	}
-	return b.String()
 }
 
 // Log is Envoy's whole log so far.
@@ -297,8 +241,8 @@ func (e *Envoy) WaitFor(timeout time.Duration, what string, cond func(ctx contex
 			last = err
 		}
 		select {
-		case <-e.exited:
-			return fmt.Errorf("envoy exited (%v) while waiting for %s", e.exitErr, what)
+		case <-e.Exited():
+			return fmt.Errorf("envoy exited (%v) while waiting for %s", e.ExitErr(), what)
 		case <-ctx.Done():
 			return fmt.Errorf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
 		case <-time.After(20 * time.Millisecond):

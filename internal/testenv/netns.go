@@ -101,6 +101,24 @@ type Netns struct {
 	veth   string
 }
 
+// NewIsolatedNamespace makes a network namespace with only its loopback:
+// what runs in it reaches nothing outside, and is reached only through
+// DialContext. Its processes can use fixed loopback ports without
+// clashing with anything else on the machine.
+func NewIsolatedNamespace() (*Netns, error) {
+	bridgeSeq.Lock()
+	bridgeSeq.n++
+	n := &Netns{Name: fmt.Sprintf("portico-%s%d-lo", strconv.FormatInt(int64(os.Getpid()), 36), bridgeSeq.n)}
+	bridgeSeq.Unlock()
+	for _, s := range [][]string{{"ip", "netns", "add", n.Name}, {"ip", "-n", n.Name, "link", "set", "lo", "up"}} {
+		if err := run(s[0], s[1:]...); err != nil {
+			n.remove()
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
 // AddNamespace makes a network namespace with addr (in the bridge's
 // prefix) on its eth0 and lo up.
 func (b *Bridge) AddNamespace(addr netip.Addr) (*Netns, error) {
@@ -196,16 +214,18 @@ func (n *Netns) socketIn(f func() (net.Conn, error)) (net.Conn, error) {
 
 // Close removes the namespace and its veth.
 func (n *Netns) Close() error {
-	n.bridge.mu.Lock()
-	delete(n.bridge.spaces, n.Name)
-	n.bridge.mu.Unlock()
+	if n.bridge != nil {
+		n.bridge.mu.Lock()
+		delete(n.bridge.spaces, n.Name)
+		n.bridge.mu.Unlock()
+	}
 	return n.remove()
 }
 
 func (n *Netns) remove() error {
 	// Deleting the namespace deletes its end of the veth and so the pair.
 	err := run("ip", "netns", "del", n.Name)
-	if exists("ip", "link", "show", n.veth) {
+	if n.veth != "" && exists("ip", "link", "show", n.veth) {
 		err = errors.Join(err, run("ip", "link", "del", n.veth))
 	}
 	return err

@@ -1,0 +1,100 @@
+package testenv
+
+// Processes a test starts (Portico, Envoy, backends): output kept in a
+// file, the whole process group stopped when the test ends (SIGTERM, then
+// SIGKILL after 10 s), and the end of the output printed when the test
+// has failed.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Process is a running process of a test.
+type Process struct {
+	Name    string
+	OutPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	exitErr error
+}
+
+// StartProcess starts argv with env added to the environment, its stdout
+// and stderr going to a file in dir, and stops it when the test ends.
+func StartProcess(t testing.TB, name, dir string, argv []string, env ...string) *Process {
+	t.Helper()
+	p := &Process{Name: name, OutPath: filepath.Join(dir, name+".out"), exited: make(chan struct{})}
+	out, err := os.Create(p.OutPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	// Its own process group: a wrapper's children are stopped with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		out.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		out.Close()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("%s (%s), last lines of its output:\n%s", name, strings.Join(argv, " "), tail(p.OutPath, 40))
+		}
+	})
+	return p
+}
+
+// Stop sends SIGTERM to the process group and waits for the process to
+// exit, killing the group after 10 s. It returns the exit error.
+func (p *Process) Stop() error {
+	select {
+	case <-p.exited:
+		return p.exitErr
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+	return p.exitErr
+}
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// ExitErr is the process's exit error, once Exited is closed.
+func (p *Process) ExitErr() error { return p.exitErr }
+
+// Output is everything the process has printed so far.
+func (p *Process) Output() string {
+	data, _ := os.ReadFile(p.OutPath)
+	return string(data)
+}
+
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
