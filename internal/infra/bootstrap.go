@@ -121,8 +121,15 @@ func bootstrap(ns, gw string, p Params) (string, error) {
 	// the mounted Secret's directory, so Envoy picks up rotated
 	// certificates without a restart (Kubernetes swaps the files
 	// atomically).
+	// A server name that is an IP is checked against the certificate's IP
+	// SANs (a DNS matcher never matches them) and sent as no SNI, which
+	// may not be an IP literal (RFC 6066).
+	sni, sanType := serverName, tlsv3.SubjectAltNameMatcher_DNS
+	if net.ParseIP(serverName) != nil {
+		sni, sanType = "", tlsv3.SubjectAltNameMatcher_IP_ADDRESS
+	}
 	tlsCtx := &tlsv3.UpstreamTlsContext{
-		Sni: serverName,
+		Sni: sni,
 		CommonTlsContext: &tlsv3.CommonTlsContext{
 			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{
 				Name:      sdsClientCert,
@@ -132,7 +139,7 @@ func bootstrap(ns, gw string, p Params) (string, error) {
 				CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 					DefaultValidationContext: &tlsv3.CertificateValidationContext{
 						MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{
-							SanType: tlsv3.SubjectAltNameMatcher_DNS,
+							SanType: sanType,
 							Matcher: exact(serverName),
 						}},
 					},
