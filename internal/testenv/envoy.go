@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func RequireEnvoy(t testing.TB) string {
 // EnvoyOptions says how to start an Envoy.
 type EnvoyOptions struct {
 	// Bootstrap is the bootstrap's text (YAML or JSON); ConfigPath a file
-	// holding it. One of the two is needed.
+	// holding it. With neither, Args must name the configuration.
 	Bootstrap  string
 	ConfigPath string
 	// Args are more command-line arguments (e.g. --service-node).
@@ -97,17 +98,26 @@ func StartEnvoy(t testing.TB, opts EnvoyOptions) *Envoy {
 	}
 	e := &Envoy{LogPath: filepath.Join(dir, "envoy.log"), adminPath: filepath.Join(dir, "admin-address"),
 		client: &http.Client{Transport: &http.Transport{DialContext: opts.Dial, DisableKeepAlives: true}}}
+	argv := []string{bin}
 	cfg := opts.ConfigPath
-	if cfg == "" {
+	if cfg == "" && opts.Bootstrap != "" {
 		cfg = filepath.Join(dir, "bootstrap.yaml")
 		if err := os.WriteFile(cfg, []byte(opts.Bootstrap), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	argv := append([]string{bin, "--config-path", cfg, "--disable-hot-restart",
-		"--admin-address-path", e.adminPath, "--log-path", e.LogPath, "--log-level", "info",
+	if cfg != "" {
+		argv = append(argv, "--config-path", cfg)
+	}
+	argv = append(argv, "--disable-hot-restart", "--admin-address-path", e.adminPath, "--log-path", e.LogPath)
+	if !slices.Contains(opts.Args, "--log-level") && !slices.Contains(opts.Args, "-l") {
+		argv = append(argv, "--log-level", "info")
+	}
+	if !slices.Contains(opts.Args, "--drain-time-s") {
 		// a short drain on SIGTERM: tests stop Envoys often.
-		"--drain-time-s", "1", "--parent-shutdown-time-s", "2"}, opts.Args...)
+		argv = append(argv, "--drain-time-s", "1", "--parent-shutdown-time-s", "2")
+	}
+	argv = append(argv, opts.Args...)
 	if opts.Wrap != nil {
 		argv = opts.Wrap(argv)
 	}

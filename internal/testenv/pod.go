@@ -87,7 +87,7 @@ func (c Container) Prepare(dir string) (func(argv []string) []string, error) {
 		return nil, err
 	}
 	return func(argv []string) []string {
-		return append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", path, "container"}, argv...)
+		return append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", path}, argv...)
 	}, nil
 }
 
