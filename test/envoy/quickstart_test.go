@@ -143,3 +143,10 @@ func quickstartCert(t *testing.T) *x509.Certificate {
 	}
 	return cert
 }
+
+// tlsFor trusts cert and sends sni.
+func tlsFor(cert *x509.Certificate, sni string) *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{ServerName: sni, RootCAs: pool}
+}
