@@ -32,6 +32,12 @@ image:
 run: build
 	$(BIN)/portico standalone --resources $(RESOURCES) --xds-address $(XDS_ADDR) --admin-address $(ADMIN_ADDR)
 
+## demo: traffic through a real Envoy with no cluster: echo backends, standalone
+## Portico on examples/quickstart and an Envoy booted from `portico bootstrap`
+## (listeners :8080 and :8443); Ctrl-C stops it all (hack/demo.sh)
+demo:
+	hack/demo.sh
+
 ## test: everything CI runs. The integration tests need kube-apiserver and
 ## etcd: the first run builds them from the Go module proxy (10-20 min on 2
 ## cores) into $$HOME/.cache/portico; later runs reuse them.

@@ -2,6 +2,7 @@
 //
 //	portico translate -f FILE|DIR [-f …] [--output all|status|xds] [-o json|yaml]
 //	portico standalone --resources DIR [--xds-address :18000] [--admin-address :19000]
+//	portico bootstrap --gateway NS/NAME [--xds-address 127.0.0.1:18000] [--admin-address 127.0.0.1:9901]
 //	portico controller [--kubeconfig FILE] [--namespace NS] [flags]
 //	portico version
 //
@@ -53,6 +54,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch args[0] {
 	case "translate":
 		return translateCmd(args[1:], stdout, stderr)
+	case "bootstrap":
+		return bootstrapCmd(args[1:], stdout, stderr)
 	case "standalone":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -79,6 +82,7 @@ func usage(w io.Writer) {
 Commands:
   translate    translate Gateway API manifests into statuses and Envoy xDS resources
   standalone   serve xDS to Envoy from a directory of manifests, reloading on change
+  bootstrap    print the bootstrap of an Envoy that gets its configuration from standalone
   controller   run against a Kubernetes cluster (leader-elected status writing, xDS on every replica)
   version      print the version
 

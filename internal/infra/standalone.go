@@ -1,0 +1,106 @@
+package infra
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// StandaloneBootstrap renders the bootstrap of an Envoy run by hand next
+// to `portico standalone` (which serves xDS without TLS): node.cluster
+// names Gateway ns/name, node.id is nodeID, listeners and clusters come
+// by ADS (Delta gRPC) from xdsAddress, waiting for them however long it
+// takes, and the admin interface listens on adminAddress (keep it on
+// loopback). It is what `portico bootstrap` prints.
+func StandaloneBootstrap(gateway, nodeID, xdsAddress, adminAddress string) (string, error) {
+	host, port, err := hostPort(xdsAddress)
+	if err != nil {
+		return "", fmt.Errorf("infra: xDS address: %w", err)
+	}
+	adminHost, adminPort, err := hostPort(adminAddress)
+	if err != nil {
+		return "", fmt.Errorf("infra: admin address: %w", err)
+	}
+	h2, err := anypb.New(&upstreamhttpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+					Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+				},
+			},
+		},
+	})
+	if err != nil {
+		return "", err
+	}
+	ads := &corev3.ConfigSource{
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		InitialFetchTimeout:   durationpb.New(0),
+	}
+	b := &bootstrapv3.Bootstrap{
+		Node:  &corev3.Node{Id: nodeID, Cluster: gateway},
+		Admin: &bootstrapv3.Admin{Address: socket(adminHost, adminPort)},
+		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
+			AdsConfig: &corev3.ApiConfigSource{
+				ApiType:             corev3.ApiConfigSource_DELTA_GRPC,
+				TransportApiVersion: corev3.ApiVersion_V3,
+				GrpcServices: []*corev3.GrpcService{{
+					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsClusterName}},
+				}},
+				SetNodeOnFirstMessageOnly: true,
+			},
+			LdsConfig: ads,
+			CdsConfig: ads,
+		},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
+			Clusters: []*clusterv3.Cluster{{
+				Name:                 xdsClusterName,
+				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
+				ConnectTimeout:       durationpb.New(time.Second),
+				TypedExtensionProtocolOptions: map[string]*anypb.Any{
+					"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2,
+				},
+				LoadAssignment: &endpointv3.ClusterLoadAssignment{
+					ClusterName: xdsClusterName,
+					Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+						HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket(host, port)}},
+					}}}},
+				},
+			}},
+		},
+	}
+	if err := b.ValidateAll(); err != nil {
+		return "", fmt.Errorf("infra: standalone bootstrap of %s: %w", gateway, err)
+	}
+	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(b)
+	if err != nil {
+		return "", err
+	}
+	return string(out) + "\n", nil
+}
+
+func hostPort(addr string) (string, uint32, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 {
+		return "", 0, fmt.Errorf("%q: bad port", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return host, uint32(port), nil
+}
