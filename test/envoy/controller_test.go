@@ -2,6 +2,8 @@ package envoy
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -23,9 +27,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	pb "sigs.k8s.io/gateway-api/conformance/echo-basic/grpcechoserver"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/pki"
 	"github.com/portico-dev/portico/internal/provider/kube"
 	"github.com/portico-dev/portico/internal/testenv"
 )
@@ -116,6 +122,15 @@ func TestProvisionedProxy(t *testing.T) {
 	}
 	logs := t.TempDir()
 	testenv.StartProcess(t, "backend", logs, backendNS.Wrap([]string{echo}), "POD_NAME=backend-0", "NAMESPACE=apps", "HTTP_PORT=3000")
+	testenv.StartProcess(t, "grpc-backend", logs, backendNS.Wrap([]string{echo}), "POD_NAME=grpc-0", "NAMESPACE=apps", "HTTP_PORT=3100", "GRPC_ECHO_SERVER=1")
+	ca, err := pki.NewCA(time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueServer([]string{"secure.example.com"}, nil, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	xdsAddr := net.JoinHostPort(gateway.String(), strconv.Itoa(freePort(t, gateway.String())))
 	ctrl := testenv.StartProcess(t, "controller", logs, []string{porticoBin, "controller",
@@ -130,7 +145,28 @@ func TestProvisionedProxy(t *testing.T) {
 		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico"}, Spec: gwv1.GatewayClassSpec{ControllerName: "portico.dev/gateway-controller"}},
 		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "apps"}, Spec: gwv1.GatewaySpec{
 			GatewayClassName: "portico",
-			Listeners:        []gwv1.Listener{{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType}},
+			Listeners: []gwv1.Listener{
+				{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType},
+				{Name: "https", Port: 8443, Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To[gwv1.Hostname]("secure.example.com"),
+					TLS: &gwv1.ListenerTLSConfig{Mode: ptr.To(gwv1.TLSModeTerminate), CertificateRefs: []gwv1.SecretObjectReference{{Name: "edge-tls"}}}},
+			},
+		}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "edge-tls", Namespace: "apps"}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "grpc", Namespace: "apps"}, Spec: corev1.ServiceSpec{
+			Ports: []corev1.ServicePort{{Name: "grpc", Port: 9000, TargetPort: intOrStr(3100), AppProtocol: ptr.To("kubernetes.io/h2c")}},
+		}},
+		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "grpc-1", Namespace: "apps", Labels: map[string]string{discoveryv1.LabelServiceName: "grpc"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](3100), Protocol: ptr.To(corev1.ProtocolTCP), AppProtocol: ptr.To("kubernetes.io/h2c")}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.248.0.3"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		},
+		&gwv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "apps"}, Spec: gwv1.GRPCRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge", SectionName: ptr.To[gwv1.SectionName]("http")}}},
+			Hostnames:       []gwv1.Hostname{"grpc.example.com"},
+			Rules: []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{
+				BackendObjectReference: gwv1.BackendObjectReference{Name: "grpc", Port: ptr.To[gwv1.PortNumber](9000)},
+			}}}}},
 		}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps"}, Spec: corev1.ServiceSpec{
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intOrStr(3000)}},
@@ -142,7 +178,7 @@ func TestProvisionedProxy(t *testing.T) {
 		},
 		&gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps"}, Spec: gwv1.HTTPRouteSpec{
 			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
-			Hostnames:       []gwv1.Hostname{"web.example.com"},
+			Hostnames:       []gwv1.Hostname{"web.example.com", "secure.example.com"},
 			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
 				BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: ptr.To[gwv1.PortNumber](80)},
 			}}}}},
@@ -216,6 +252,43 @@ func TestProvisionedProxy(t *testing.T) {
 		// Nothing but /ready of admin is reachable through the readiness port.
 		if err := expectStatus(fmt.Sprintf("http://%s:%d/config_dump", proxyNS.Addr, probe.Port.IntValue()), http.StatusNotFound); err != nil {
 			t.Fatal(err)
+		}
+	})
+	t.Run("HTTPS with the Gateway's certificate by SDS", func(t *testing.T) {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(ca.CertPEM())
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{ServerName: "secure.example.com", RootCAs: pool}}}
+		eventually(t, 20*time.Second, "https://secure.example.com through the proxy", func() error {
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://%s:8443/hello", proxyNS.Addr), nil)
+			req.Host = "secure.example.com"
+			resp, err := c.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return nil
+		})
+	})
+	t.Run("gRPC", func(t *testing.T) {
+		conn, err := grpc.NewClient(net.JoinHostPort(proxyNS.Addr.String(), "8080"),
+			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("grpc.example.com"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var resp *pb.EchoResponse
+		eventually(t, 20*time.Second, "gRPC Echo through the proxy", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			r, err := pb.NewGrpcEchoClient(conn).Echo(ctx, &pb.EchoRequest{})
+			resp = r
+			return err
+		})
+		if pod := resp.GetAssertions().GetContext().GetPod(); pod != "grpc-0" {
+			t.Fatalf("gRPC answered by %q", pod)
 		}
 	})
 	t.Run("route served", func(t *testing.T) {
