@@ -339,13 +339,22 @@ func TestProxyWithoutXDSNeverReady(t *testing.T) {
 	envoy := testenv.StartEnvoy(t, testenv.EnvoyOptions{Args: pod.args, Env: pod.env, Dial: ns.DialContext,
 		Wrap: func(argv []string) []string { return ns.Wrap(wrap(argv)) }})
 	probe := &http.Client{Transport: &http.Transport{DialContext: ns.DialContext}, Timeout: 2 * time.Second}
-	deadline := time.Now().Add(17 * time.Second)
-	for time.Now().Before(deadline) {
+	// Probe until Envoy has been up for longer than its default initial
+	// fetch timeout (by its own uptime, so a slow start under load does
+	// not shorten the window).
+	deadline := time.Now().Add(90 * time.Second)
+	for {
 		if resp, err := probe.Get("http://127.0.0.1:19002/ready"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				t.Fatalf("a proxy without xDS is Ready")
 			}
+		}
+		if up, err := envoyUptime(envoy); err == nil && up > 16*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Envoy did not report an uptime over 16 s within 90 s")
 		}
 		select {
 		case <-envoy.Exited():
@@ -375,6 +384,21 @@ func TestProxyWithoutXDSNeverReady(t *testing.T) {
 			t.Errorf("%s = %d: Envoy gave up waiting for its initial configuration", name, n)
 		}
 	}
+}
+
+// envoyUptime is Envoy's uptime by its /server_info.
+func envoyUptime(e *testenv.Envoy) (time.Duration, error) {
+	_, body, err := e.Admin(context.Background(), "/server_info")
+	if err != nil {
+		return 0, err
+	}
+	var info struct {
+		Uptime string `json:"uptime_current_epoch"`
+	}
+	if err := json.Unmarshal([]byte(body), &info); err != nil {
+		return 0, err
+	}
+	return time.ParseDuration(info.Uptime)
 }
 
 func expectStatus(url string, want int) error {
