@@ -76,6 +76,8 @@ type EnvoyOptions struct {
 // Envoy is a running Envoy process.
 type Envoy struct {
 	*Process
+	dir       string
+	argv      []string
 	LogPath   string
 	adminPath string
 	client    *http.Client
@@ -86,24 +88,50 @@ type Envoy struct {
 // restart is disabled, so any number of Envoys run side by side.
 func StartEnvoy(t testing.TB, opts EnvoyOptions) *Envoy {
 	t.Helper()
-	bin := RequireEnvoy(t)
+	RequireEnvoy(t)
+	e, err := LaunchEnvoy(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last-in first-out: the process stops, then its log is
+	// printed, then its directory goes.
+	t.Cleanup(func() {
+		e.Stop()
+		if t.Failed() {
+			t.Logf("envoy (%s), last lines of its output:\n%s", strings.Join(e.argv, " "), tail(e.OutPath, 40))
+			t.Logf("envoy log, last lines:\n%s", tail(e.LogPath, 60))
+		}
+		e.Close()
+	})
+	return e
+}
+
+// LaunchEnvoy is StartEnvoy for callers that are not tests (the benchmark
+// suite); they Stop and Close it.
+func LaunchEnvoy(opts EnvoyOptions) (*Envoy, error) {
+	bin, err := EnvoyBinary()
+	if err != nil {
+		return nil, err
+	}
 	// Not t.TempDir: its parent is private to root, and an Envoy run as
 	// another user (Wrap) writes its log and admin address here.
 	dir, err := os.MkdirTemp("", "portico-envoy-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	e := &Envoy{LogPath: filepath.Join(dir, "envoy.log"), adminPath: filepath.Join(dir, "admin-address"),
+	e := &Envoy{dir: dir, LogPath: filepath.Join(dir, "envoy.log"), adminPath: filepath.Join(dir, "admin-address"),
 		client: &http.Client{Transport: &http.Transport{DialContext: opts.Dial, DisableKeepAlives: true}}}
 	argv := []string{bin}
 	cfg := opts.ConfigPath
 	if cfg == "" && opts.Bootstrap != "" {
 		cfg = filepath.Join(dir, "bootstrap.yaml")
 		if err := os.WriteFile(cfg, []byte(opts.Bootstrap), 0o644); err != nil {
-			t.Fatal(err)
+			os.RemoveAll(dir)
+			return nil, err
 		}
 	}
 	if cfg != "" {
@@ -121,17 +149,16 @@ func StartEnvoy(t testing.TB, opts EnvoyOptions) *Envoy {
 	if opts.Wrap != nil {
 		argv = opts.Wrap(argv)
 	}
-	// Cleanups run last-in first-out: the log is printed after the
-	// process has stopped, and the directory removed after that.
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("envoy log, last lines:\n%s", tail(e.LogPath, 60))
-		}
+	e.argv = argv
+	if e.Process, err = LaunchProcess("envoy", dir, argv, opts.Env...); err != nil {
 		os.RemoveAll(dir)
-	})
-	e.Process = StartProcess(t, "envoy", dir, argv, opts.Env...)
-	return e
+		return nil, err
+	}
+	return e, nil
 }
+
+// Close removes Envoy's directory (log, admin address); Stop it first.
+func (e *Envoy) Close() error { return os.RemoveAll(e.dir) }
 
 // Log is Envoy's whole log so far.
 func (e *Envoy) Log() string {

@@ -29,25 +29,10 @@ type Process struct {
 // and stderr going to a file in dir, and stops it when the test ends.
 func StartProcess(t testing.TB, name, dir string, argv []string, env ...string) *Process {
 	t.Helper()
-	p := &Process{Name: name, OutPath: filepath.Join(dir, name+".out"), exited: make(chan struct{})}
-	out, err := os.Create(p.OutPath)
+	p, err := LaunchProcess(name, dir, argv, env...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	// Its own process group: a wrapper's children are stopped with it.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		out.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		out.Close()
-		close(p.exited)
-	}()
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
@@ -56,6 +41,35 @@ func StartProcess(t testing.TB, name, dir string, argv []string, env ...string) 
 	})
 	return p
 }
+
+// LaunchProcess is StartProcess for callers that are not tests (the
+// benchmark suite): the caller stops it.
+func LaunchProcess(name, dir string, argv []string, env ...string) (*Process, error) {
+	p := &Process{Name: name, OutPath: filepath.Join(dir, name+".out"), exited: make(chan struct{})}
+	out, err := os.Create(p.OutPath)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	// Its own process group: a wrapper's children are stopped with it.
+	// It dies with this process too.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		out.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// Pid is the process's ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Stop sends SIGTERM to the process group and waits for the process to
 // exit, killing the group after 10 s. It returns the exit error.
