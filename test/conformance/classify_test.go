@@ -255,11 +255,12 @@ func claimedFeatures() sets.Set[features.FeatureName] {
 	return s
 }
 
-// TestSkipListMatchesSuiteSource checks dataPlaneTests against the source
-// of the pinned conformance suite: it must hold exactly the tests that the
-// claimed features enable and that send traffic, so nothing status-only is
-// skipped and no traffic test runs without a data plane. It also prints
-// how many status-only tests the suite has and how many the claims cover.
+// TestSkipListMatchesSuiteSource checks the skip lists against the source
+// of the pinned conformance suite: unrunnableTests may hold only tests
+// that the claimed features enable and that send traffic, each with a
+// reason (so no status-only test is ever skipped for the data plane), and
+// knownFailures only claimed tests. It also prints how many status-only
+// and traffic tests the suite has and how many the claims cover.
 func TestSkipListMatchesSuiteSource(t *testing.T) {
 	dir, err := conformanceModuleDir()
 	if err != nil {
@@ -279,12 +280,9 @@ func TestSkipListMatchesSuiteSource(t *testing.T) {
 		}
 	}
 
-	skip := sets.New(dataPlaneTests...)
-	known := sets.New[string]()
-	for _, k := range knownFailures {
-		known.Insert(k.test)
-	}
-	var statusOnly, statusOnlyClaimed, wantSkip []string
+	type info struct{ traffic, enabled bool }
+	suite := map[string]info{}
+	var statusOnly, statusOnlyClaimed, trafficClaimed []string
 	for _, ct := range tests.ConformanceTests {
 		traffic, ok := cls.sendsTraffic(ct.ShortName)
 		if !ok {
@@ -292,45 +290,50 @@ func TestSkipListMatchesSuiteSource(t *testing.T) {
 			continue
 		}
 		enabled := claimed.HasAll(ct.Features...)
+		suite[ct.ShortName] = info{traffic, enabled}
 		switch {
 		case !traffic:
 			statusOnly = append(statusOnly, ct.ShortName)
 			if enabled {
 				statusOnlyClaimed = append(statusOnlyClaimed, ct.ShortName)
 			}
-			if skip.Has(ct.ShortName) {
-				t.Errorf("%s is status-only but listed in dataPlaneTests", ct.ShortName)
-			}
 		case enabled:
-			wantSkip = append(wantSkip, ct.ShortName)
-			if !skip.Has(ct.ShortName) {
-				t.Errorf("%s sends traffic and its features %v are claimed: add it to dataPlaneTests", ct.ShortName, ct.Features)
-			}
-		default:
-			if skip.Has(ct.ShortName) {
-				t.Errorf("%s is listed in dataPlaneTests but needs unclaimed features %v (it never runs)", ct.ShortName, ct.Features)
-			}
-		}
-		if known.Has(ct.ShortName) && (traffic || !enabled) {
-			t.Errorf("%s is in knownFailures but is not a claimed status-only test", ct.ShortName)
+			trafficClaimed = append(trafficClaimed, ct.ShortName)
 		}
 	}
-	all := sets.New[string]()
-	for _, ct := range tests.ConformanceTests {
-		all.Insert(ct.ShortName)
-	}
-	for _, s := range dataPlaneTests {
-		if !all.Has(s) {
-			t.Errorf("dataPlaneTests names %s, which the suite does not have", s)
+	seen := sets.New[string]()
+	for _, u := range unrunnableTests {
+		in, ok := suite[u.test]
+		switch {
+		case !ok:
+			t.Errorf("unrunnableTests names %s, which the suite does not have", u.test)
+		case !in.enabled:
+			t.Errorf("%s is in unrunnableTests but needs unclaimed features (it never runs)", u.test)
+		case !in.traffic:
+			t.Errorf("%s is status-only but listed in unrunnableTests: it needs no data plane", u.test)
 		}
+		if strings.TrimSpace(u.reason) == "" {
+			t.Errorf("%s is in unrunnableTests without a reason", u.test)
+		}
+		if seen.Has(u.test) {
+			t.Errorf("unrunnableTests lists %s twice", u.test)
+		}
+		seen.Insert(u.test)
 	}
-	if len(dataPlaneTests) != skip.Len() {
-		t.Errorf("dataPlaneTests has duplicates")
+	for _, k := range knownFailures {
+		if in, ok := suite[k.test]; !ok || !in.enabled {
+			t.Errorf("%s is in knownFailures but is not a claimed test", k.test)
+		}
+		if seen.Has(k.test) {
+			t.Errorf("%s is in both unrunnableTests and knownFailures", k.test)
+		}
 	}
 	sort.Strings(statusOnlyClaimed)
-	t.Logf("suite v1.6.3: %d tests, %d status-only; claimed features enable %d status-only tests and %d traffic tests (skipped here)",
-		len(tests.ConformanceTests), len(statusOnly), len(statusOnlyClaimed), len(wantSkip))
+	sort.Strings(trafficClaimed)
+	t.Logf("suite v1.6.3: %d tests, %d status-only; claimed features enable %d status-only tests and %d traffic tests (%d of them skipped as unrunnable)",
+		len(tests.ConformanceTests), len(statusOnly), len(statusOnlyClaimed), len(trafficClaimed), len(unrunnableTests))
 	t.Logf("status-only tests run: %s", strings.Join(statusOnlyClaimed, ", "))
+	t.Logf("traffic tests run: %s", strings.Join(sets.List(sets.New(trafficClaimed...).Difference(seen)), ", "))
 	unclaimed := sets.New(statusOnly...).Difference(sets.New(statusOnlyClaimed...))
 	t.Logf("status-only tests of unclaimed features: %s", strings.Join(sets.List(unclaimed), ", "))
 }

@@ -3,13 +3,17 @@
 //
 // By default (`make conformance`, PORTICO_CONFORMANCE=1) it starts a kwok
 // cluster (hack/cluster-up.sh; or uses $PORTICO_KUBECONFIG), installs the
-// Gateway API v1.6.3 standard CRDs and Portico's CRDs, runs two Portico
-// replicas in-process (leader election, provisioning, xDS over mTLS),
-// creates the GatewayClass "portico" and runs the suite with the features
-// Portico publishes in the GatewayClass's status.supportedFeatures. The
-// Envoy proxies are fake pods there, so the tests that send traffic
-// (dataPlaneTests) are skipped; every status-only test of a claimed
-// feature runs.
+// Gateway API v1.6.3 standard CRDs and Portico's CRDs, starts the local
+// data plane (internal/testenv/dataplane: every Pod kwok places runs as a
+// real process — Envoy for Portico's proxies, the suite's echo-basic for
+// its backends — in a network namespace holding the Pod's IP, and every
+// LoadBalancer Service gets an address that reaches a Ready Pod), runs
+// two Portico replicas in-process (leader election, provisioning, xDS
+// over mTLS through the data plane's bridge), creates the GatewayClass
+// "portico" and runs the suite with the features Portico publishes in the
+// GatewayClass's status.supportedFeatures: the status and the traffic
+// tests of every claimed feature. Only tests whose backends the data
+// plane cannot run are skipped (unrunnableTests).
 //
 // With PORTICO_CONFORMANCE_FULL=1 it runs against a real cluster where
 // Portico is installed ($PORTICO_KUBECONFIG or $KUBECONFIG), with no test
@@ -61,6 +65,7 @@ import (
 	"github.com/portico-dev/portico/internal/controller"
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/testenv"
+	"github.com/portico-dev/portico/internal/testenv/dataplane"
 )
 
 const (
@@ -121,6 +126,10 @@ func TestConformance(t *testing.T) {
 			class = c
 		}
 	case kubeconfig == "":
+		// The data plane's needs first: without network namespaces or
+		// Envoy the test fails in CI and skips elsewhere.
+		testenv.RequireNetns(t)
+		testenv.RequireEnvoy(t)
 		// The local kwok cluster, as in test/e2e; stopped when the test
 		// ends, the components' logs of a failed run kept in
 		// $PORTICO_CONFORMANCE_ARTIFACTS (else their last lines logged).
@@ -143,15 +152,17 @@ func TestConformance(t *testing.T) {
 
 	timeouts := confconfig.DefaultTimeoutConfig()
 	skips := map[string]string{} // test → reason
+	var dp *dataplane.DataPlane
 	if !full {
 		timeouts = kwokTimeouts()
 		if err := testenv.InstallCRDs(context.Background(), cfg, c, repo); err != nil {
 			t.Fatalf("installing CRDs: %v", err)
 		}
-		startPortico(t, cfg, c)
+		dp = startDataPlane(t, cfg)
+		startPortico(t, cfg, c, dp)
 		createGatewayClass(t, c, class)
-		for _, name := range dataPlaneTests {
-			skips[name] = dataPlaneSkipReason
+		for _, u := range unrunnableTests {
+			skips[u.test] = u.reason
 		}
 		for _, k := range knownFailures {
 			skips[k.test] = "known failure (issue to fix): " + k.issue
@@ -184,8 +195,12 @@ func TestConformance(t *testing.T) {
 	elapsed := time.Since(suiteStart)
 	t.Logf("suite ran in %s (total with setup %s)", elapsed.Round(time.Second), time.Since(started).Round(time.Second))
 	results.log(t, skips)
+	var blocked []string
+	if dp != nil {
+		blocked = reportUnsupported(t, dp)
+	}
 	if opts.ReportOutputPath != "" {
-		if err := annotateReport(opts.ReportOutputPath, full, published, results, skips, elapsed); err != nil {
+		if err := annotateReport(opts.ReportOutputPath, full, published, results, skips, blocked, elapsed); err != nil {
 			t.Errorf("annotating %s: %v", opts.ReportOutputPath, err)
 		} else {
 			t.Logf("report: %s", opts.ReportOutputPath)
@@ -268,46 +283,63 @@ func implementation() confv1.Implementation {
 	}
 }
 
+// xdsPort is where the proxies dial xDS: the data plane's gateway
+// address forwards it to the replicas, as the portico-xds Service would.
+const xdsPort = 18000
+
 // startPortico runs the replicas in-process against the cluster, with
 // short leader-election timings, provisioning and xDS over mTLS, as
-// `portico controller` runs them.
-func startPortico(t *testing.T, cfg *rest.Config, c client.Client) {
+// `portico controller` runs them. Proxies reach them at the data plane's
+// gateway address (an IP, hence its SAN in the serving certificate).
+func startPortico(t *testing.T, cfg *rest.Config, c client.Client, dp *dataplane.DataPlane) {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: porticoNamespace}}
 	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	for i := range replicas {
-		name := fmt.Sprintf("portico-%d", i)
-		xl, err := net.Listen("tcp", "127.0.0.1:0")
+	xdsListeners := make([]net.Listener, replicas)
+	var xdsAddrs []string
+	for i := range xdsListeners {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		xdsListeners[i] = l
+		xdsAddrs = append(xdsAddrs, l.Addr().String())
+	}
+	xdsService, err := dp.Forward(xdsPort, xdsAddrs...)
+	if err != nil {
+		t.Fatalf("xDS forwarder: %v", err)
+	}
+	for i := range replicas {
+		name := fmt.Sprintf("portico-%d", i)
+		xl := xdsListeners[i]
 		al, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		rc := rest.CopyConfig(cfg)
 		ctrl, err := controller.New(controller.Options{
-			RESTConfig:       rc,
-			Namespace:        porticoNamespace,
-			ControllerName:   gatewayapi.DefaultControllerName,
-			LeaderElectionID: "portico-leader",
-			Identity:         name,
-			LeaseDuration:    4 * time.Second,
-			RenewDeadline:    3 * time.Second,
-			RetryPeriod:      500 * time.Millisecond,
-			QPS:              100,
-			Burst:            200,
-			Debounce:         20 * time.Millisecond,
-			MaxDelay:         200 * time.Millisecond,
-			XDSListener:      xl,
-			AdminListener:    al,
-			Provision:        true,
-			XDSTLS:           true,
-			XDSExtraSANs:     []string{"127.0.0.1"},
-			Log:              slog.New(slog.NewTextHandler(logWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn})).With("replica", name),
+			RESTConfig:        rc,
+			Namespace:         porticoNamespace,
+			ControllerName:    gatewayapi.DefaultControllerName,
+			LeaderElectionID:  "portico-leader",
+			Identity:          name,
+			LeaseDuration:     4 * time.Second,
+			RenewDeadline:     3 * time.Second,
+			RetryPeriod:       500 * time.Millisecond,
+			QPS:               100,
+			Burst:             200,
+			Debounce:          20 * time.Millisecond,
+			MaxDelay:          200 * time.Millisecond,
+			XDSListener:       xl,
+			AdminListener:     al,
+			Provision:         true,
+			XDSServiceAddress: xdsService.String(),
+			XDSTLS:            true,
+			XDSExtraSANs:      []string{xdsService.Addr().String()},
+			Log:               slog.New(slog.NewTextHandler(logWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn})).With("replica", name),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -327,19 +359,19 @@ func startPortico(t *testing.T, cfg *rest.Config, c client.Client) {
 			}
 		})
 	}
-	t.Logf("%d Portico replicas started (controller %s, Lease in %s)", replicas, gatewayapi.DefaultControllerName, porticoNamespace)
+	t.Logf("%d Portico replicas started (controller %s, Lease in %s, xDS for proxies at %s)", replicas, gatewayapi.DefaultControllerName, porticoNamespace, xdsService)
 }
 
 // createGatewayClass creates (or updates) the suite's GatewayClass and its
-// ProxyConfig: one proxy replica, a ClusterIP Service whose IP is the
-// Gateway's address (kwok has no load balancer).
+// ProxyConfig: one proxy replica behind a LoadBalancer Service, whose
+// address the data plane assigns and routes to the proxy's Pod.
 func createGatewayClass(t *testing.T, c client.Client, class string) {
 	t.Helper()
 	ctx := context.Background()
 	pc := &v1alpha1.ProxyConfig{ObjectMeta: metav1.ObjectMeta{Namespace: porticoNamespace, Name: "conformance"}}
 	spec := v1alpha1.ProxyConfigSpec{
 		Replicas: ptr.To[int32](1),
-		Service:  v1alpha1.ProxyService{Type: corev1.ServiceTypeClusterIP, AddressFromClusterIP: true},
+		Service:  v1alpha1.ProxyService{Type: corev1.ServiceTypeLoadBalancer},
 	}
 	if err := upsert(ctx, c, pc, func() { pc.Spec = spec }); err != nil {
 		t.Fatalf("ProxyConfig: %v", err)
@@ -460,7 +492,7 @@ func (r *runResults) log(t *testing.T, skips map[string]string) {
 // annotateReport puts a comment header on the suite's report (which stays
 // a valid upstream ConformanceReport): the mode, the claimed features, the
 // tests that passed, and the skipped tests with the reason.
-func annotateReport(path string, full bool, published []gwv1.SupportedFeature, r *runResults, skips map[string]string, elapsed time.Duration) error {
+func annotateReport(path string, full bool, published []gwv1.SupportedFeature, r *runResults, skips map[string]string, blocked []string, elapsed time.Duration) error {
 	body, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -480,7 +512,7 @@ func annotateReport(path string, full bool, published []gwv1.SupportedFeature, r
 			}
 		}
 	}
-	mode := fmt.Sprintf("kwok cluster, %d in-process Portico replicas, no data plane (Envoy pods are fake)", replicas)
+	mode := fmt.Sprintf("kwok cluster, %d in-process Portico replicas, local data plane (Envoy and echo-basic Pods run as processes in network namespaces)", replicas)
 	if full {
 		mode = "real cluster with Portico installed (PORTICO_CONFORMANCE_FULL=1), no test skipped"
 	}
@@ -503,6 +535,10 @@ func annotateReport(path string, full bool, published []gwv1.SupportedFeature, r
 	line("Skipped (%d):", len(o.skipped))
 	list(o.skipped, func(n string) string { return skips[n] })
 	line("Not run: %d tests need features Portico does not claim.", len(o.notRun))
+	if len(blocked) > 0 {
+		line("Pods the local data plane did not run:")
+		list(blocked, nil)
+	}
 	return os.WriteFile(path, append([]byte(b.String()), body...), 0o644)
 }
 

@@ -13,74 +13,30 @@ var requiredFeatures = []features.FeatureName{
 	features.SupportHTTPRouteDestinationPortMatching,
 }
 
-// dataPlaneSkipReason is why dataPlaneTests are skipped on the kwok
-// cluster, where the Envoy proxies are fake pods.
-const dataPlaneSkipReason = "needs a data plane: sends HTTP/gRPC traffic to the Gateway address"
-
-// dataPlaneTests are the only tests skipped on the kwok cluster: every test
-// of conformance v1.6.3 that the claimed features enable and that sends
-// traffic (dataPlaneSkipReason). TestSkipListMatchesSuiteSource checks
-// this list against the suite's source. With PORTICO_CONFORMANCE_FULL=1
-// (a real cluster) nothing is skipped.
-var dataPlaneTests = []string{
-	// GRPCRoute
-	"GRPCExactMethodMatching",
-	"GRPCRouteHeaderMatching",
-	"GRPCRouteListenerHostnameMatching",
-	"GRPCRouteWeight",
-	// HTTPRoute
-	"HTTPRouteCrossNamespace",
-	"HTTPRouteExactPathMatching",
-	"HTTPRouteHeaderMatching",
-	"HTTPRouteHostnameIntersection",
-	"HTTPRouteHTTPSListener",
-	"HTTPRouteInvalidBackendRefUnknownKind",
-	"HTTPRouteInvalidCrossNamespaceBackendRef",
-	"HTTPRouteInvalidNonExistentBackendRef",
-	"HTTPRouteInvalidReferenceGrant",
-	"HTTPRouteListenerHostnameMatching",
-	"HTTPRouteListenerPortMatching",
-	"HTTPRouteMatchingAcrossRoutes",
-	"HTTPRouteMatching",
-	"HTTPRouteMethodMatching",
-	"HTTPRouteMultipleGateways",
-	"HTTPRouteNoBackendRefs",
-	"HTTPRoutePartiallyInvalidViaInvalidReferenceGrant",
-	"HTTPRoutePathMatchOrder",
-	"HTTPRouteQueryParamMatching",
-	"HTTPRouteRedirectHostAndStatus",
-	"HTTPRouteRedirectPath",
-	"HTTPRouteRedirectPortAndScheme",
-	"HTTPRouteRedirectPort",
-	"HTTPRouteRedirectScheme",
-	"HTTPRouteReferenceGrant",
-	"HTTPRouteRequestHeaderModifier",
-	"HTTPRouteRequestMirror",
-	"HTTPRouteRequestMultipleMirrors",
-	"HTTPRouteRequestPercentageMirror",
-	"HTTPRouteResponseHeaderModifier",
-	"HTTPRouteRewriteHost",
-	"HTTPRouteRewritePath",
-	"HTTPRouteServiceTypes",
-	"HTTPRouteSimpleSameNamespace",
-	"HTTPRouteTimeoutBackendRequest",
-	"HTTPRouteTimeoutRequest",
-	"HTTPRouteWeight",
-	// ListenerSet
-	"ListenerSetAllowedRoutesNamespaces",
-	"ListenerSetDualParentRefIndependence",
-	"ListenerSetGatewayParentSectionNameNotFound",
-	"ListenerSetHTTPRouting",
+// unrunnable is a claimed traffic test skipped on the kwok cluster
+// because the local data plane cannot run what it needs, and why.
+type unrunnable struct {
+	test   string
+	reason string
 }
 
-// knownFailure is a claimed status-only test that fails because of a bug
-// in Portico, skipped until the issue is fixed.
+// unrunnableTests are the only tests skipped on the kwok cluster for the
+// data plane: every other test of conformance v1.6.3 that the claimed
+// features enable runs, status and traffic alike. Each entry is a claimed
+// test that sends traffic (TestSkipListMatchesSuiteSource checks this
+// against the suite's source, so a status-only test can never be listed)
+// with the reason its backends cannot run locally. With
+// PORTICO_CONFORMANCE_FULL=1 (a real cluster) nothing is skipped.
+var unrunnableTests = []unrunnable{}
+
+// knownFailure is a claimed test that fails because of a bug in Portico,
+// skipped until the issue is fixed.
 type knownFailure struct {
 	test  string
 	issue string // what is wrong, and where the fix is tracked
 }
 
-// knownFailures (issue to fix): each one is a bug in Portico's status, not
-// a limit of the kwok cluster; remove the entry with the fix. Not skipped
-// with PORTICO_CONFORMANCE_FULL=1.
+// knownFailures (issue to fix): each one is a bug in Portico, not a limit
+// of the kwok cluster or its data plane; remove the entry with the fix.
+// Not skipped with PORTICO_CONFORMANCE_FULL=1.
 var knownFailures = []knownFailure{}
