@@ -160,6 +160,9 @@ func LaunchEnvoy(opts EnvoyOptions) (*Envoy, error) {
 // Close removes Envoy's directory (log, admin address); Stop it first.
 func (e *Envoy) Close() error { return os.RemoveAll(e.dir) }
 
+// LogTail is the last n lines of Envoy's log.
+func (e *Envoy) LogTail(n int) string { return tail(e.LogPath, n) }
+
 // Log is Envoy's whole log so far.
 func (e *Envoy) Log() string {
 	data, _ := os.ReadFile(e.LogPath)

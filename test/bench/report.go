@@ -134,6 +134,32 @@ func Rows(r *Results) []Row {
 			Row{Figure: "Crash failover, to a new leader (ms)", N: "—", Value: f(fo.CrashMs),
 				Target: fmt.Sprintf("≤ lease (%s s) + 2 s", f(fo.LeaseDurationS)), Met: check(fo.CrashMs <= (fo.LeaseDurationS+2)*1000)})
 	}
+	for _, n := range sortedNs(r.EndToEnd) {
+		e := r.EndToEnd[n]
+		for _, l := range []struct {
+			name string
+			v    *Latency
+		}{{"Route create → first 200 through Envoy", e.RouteToFirst200}, {"Route create → first 200 through Envoy, under churn", e.RouteToFirst200Churn}} {
+			if l.v == nil {
+				continue
+			}
+			rows = append(rows,
+				Row{Figure: l.name + " p50 (ms)", N: n, Value: f(l.v.P50), Target: "≤ 30 ms", Met: check(l.v.P50 <= 30)},
+				Row{Figure: l.name + " p99 (ms)", N: n, Value: f(l.v.P99), Target: "≤ 100 ms", Met: check(l.v.P99 <= 100)},
+				Row{Figure: l.name + " max (ms)", N: n, Value: f(l.v.Max)})
+		}
+		if l := e.EndpointToNewPod; l != nil {
+			rows = append(rows, Row{Figure: "EndpointSlice change → first response from the new backend, p50 / p99 / max (ms)", N: n,
+				Value: f(l.P50) + " / " + f(l.P99) + " / " + f(l.Max)})
+		}
+		if e.FailedRequestsChurn != nil {
+			rows = append(rows, Row{Figure: "Failed requests of a constant stream under churn", N: n,
+				Value: fmt.Sprintf("%d of %d", *e.FailedRequestsChurn, e.RequestsChurn), Target: "0", Met: check(*e.FailedRequestsChurn == 0)})
+		}
+		if e.EnvoyRSSMiB > 0 {
+			rows = append(rows, Row{Figure: "Envoy RSS (MiB)", N: n, Value: f(e.EnvoyRSSMiB)})
+		}
+	}
 	for _, n := range sortedNs(r.BytesPerRouteChange) {
 		row := Row{Figure: "Bytes pushed per route change (kB)", N: n, Value: f(r.BytesPerRouteChange[n])}
 		if n == "10000" {

@@ -43,6 +43,22 @@ type Results struct {
 	AllocRateChurnProbesMBs *float64           `json:"alloc_rate_churn_probes_mb_s,omitempty"`
 	Failover                *Failover          `json:"failover"`
 	BytesPerRouteChange     map[string]float64 `json:"bytes_per_route_change"` // kB
+	// EndToEnd are the figures through a real Envoy (issue 13).
+	EndToEnd map[string]EndToEnd `json:"end_to_end"`
+}
+
+// EndToEnd are one N's figures through a real Envoy connected to the
+// follower: a route's create to Envoy's first 200 for it (quiet and
+// under churn), an EndpointSlice change to the first response from the
+// new backend, the requests of a constant stream that failed while
+// routes and endpoints churned, and Envoy's RSS.
+type EndToEnd struct {
+	RouteToFirst200      *Latency `json:"route_to_first_200"`
+	RouteToFirst200Churn *Latency `json:"route_to_first_200_churn"`
+	EndpointToNewPod     *Latency `json:"endpoint_to_new_pod"`
+	FailedRequestsChurn  *int64   `json:"failed_requests_churn"`
+	RequestsChurn        int64    `json:"requests_churn"`
+	EnvoyRSSMiB          float64  `json:"envoy_rss_mib"`
 }
 
 // NewResults returns Results with every map present (empty maps encode as
@@ -56,6 +72,7 @@ func NewResults() *Results {
 		EndpointPropagation:  map[string]Percentiles{},
 		Memory:               map[string]Memory{},
 		BytesPerRouteChange:  map[string]float64{},
+		EndToEnd:             map[string]EndToEnd{},
 	}
 }
 

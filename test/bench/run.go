@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,8 @@ type Config struct {
 	ControllerArgs     []string // extra `portico controller` flags
 	SkipTranslate      bool
 	SkipCluster        bool
+	// SkipEnvoy leaves out the end-to-end figures through a real Envoy.
+	SkipEnvoy bool
 	// Profiles: save each replica's heap profile at each N under
 	// Out/profiles (the controllers need --debug-pprof).
 	Profiles bool
@@ -92,6 +95,7 @@ type Stage struct {
 	AllocChurnMBs    map[string]float64 `json:"alloc_rate_churn_mb_s"`
 	ChurnOnlySeconds float64            `json:"churn_only_seconds"`
 	ChurnOnlyActions map[string]int64   `json:"churn_only_actions"`
+	EndToEnd         *E2EDetails        `json:"end_to_end,omitempty"`
 }
 
 // ProbeStats summarise a batch of probes.
@@ -126,6 +130,10 @@ type suite struct {
 	bin      string
 	args     []string
 	replicas []*Replica
+	// loop is the real Envoy of the end-to-end figures (nil without
+	// one); e2eTarget the follower's xDS address it dials.
+	loop      *EnvoyLoop
+	e2eTarget atomic.Value
 }
 
 func (s *suite) logf(format string, args ...any) {
@@ -253,6 +261,14 @@ func (s *suite) runCluster(ctx context.Context) error {
 		return err
 	}
 	s.logf("replicas ready, leader elected")
+	if !s.cfg.SkipEnvoy {
+		s.startLoop(ctx, logs)
+		defer func() {
+			if s.loop != nil {
+				s.loop.Close()
+			}
+		}()
+	}
 
 	prev := 0
 	for i, n := range s.cfg.Sizes {
@@ -271,6 +287,26 @@ func (s *suite) runCluster(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// startLoop starts the real Envoy of the end-to-end figures, connected
+// to the follower; without it those figures are missing and details.json
+// says why.
+func (s *suite) startLoop(ctx context.Context, logs string) {
+	_, follower, err := s.roles(ctx)
+	if err == nil {
+		s.e2eTarget.Store(follower.XDSAddr)
+		// The client certificate exists once the leader has provisioned.
+		_, err = s.clientTLS(ctx)
+	}
+	if err == nil {
+		s.loop, err = StartEnvoyLoop(ctx, s.cl.Client, func() string { return s.e2eTarget.Load().(string) }, logs)
+	}
+	if err != nil {
+		s.fail("envoy in the loop (end-to-end figures skipped)", err)
+		return
+	}
+	s.logf("envoy in the loop: LIVE, serving %s/%s", InfraNamespace, ProbeGateway)
 }
 
 func (s *suite) waitReady(ctx context.Context, r *Replica) error {

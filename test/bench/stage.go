@@ -103,6 +103,12 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 	s.res.Memory[Key(n)] = Memory{RSSMiB: top.RSSMiB, HeapMiB: top.HeapMiB}
 	s.logf("stage %d: memory %+v", n, st.Memory)
 
+	// Through a real Envoy: route → first 200, endpoint → new pod, RSS.
+	if s.loop != nil {
+		s.e2eTarget.Store(follower.XDSAddr)
+		st.EndToEnd = s.e2eQuiet(ctx, n)
+	}
+
 	// 3. Endpoint propagation.
 	st.Endpoint = s.endpointProbes(ctx, a, n)
 	if st.Endpoint.Probes > 0 {
@@ -137,6 +143,10 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 		st.ChurnOnlyActions[k] -= v
 	}
 	s.saveProfiles(ctx, "allocs", fmt.Sprintf("allocs-%d-churn-end", n))
+	// Through Envoy under the same churn, after the allocation windows.
+	if s.loop != nil && st.EndToEnd != nil {
+		s.e2eChurn(ctx, n, st.EndToEnd, window)
+	}
 	churn.Stop()
 	if st.Churn.Probes > 0 {
 		s.res.PropagationChurn[Key(n)] = st.Churn.Create

@@ -54,6 +54,7 @@ func run() int {
 	drain := fs.Duration("status-drain-timeout", 2*time.Minute, "longest wait for the leader's status queue to empty after a stage's creates")
 	render := fs.Bool("render", false, "only render charts and markdown from <out>/results.json and details.json")
 	skipTranslate := fs.Bool("skip-translate", false, "skip the in-process full translation benchmark")
+	skipEnvoy := fs.Bool("skip-envoy", false, "skip the end-to-end figures through a real Envoy (they need root and hack/envoy.sh)")
 	skipCluster := fs.Bool("skip-cluster", false, "run only the in-process benchmark")
 	keep := fs.Bool("keep", false, "keep the temporary cluster directory")
 	note := fs.String("note", "", "a remark quoted at the top of the markdown (e.g. what the run is a baseline of)")
@@ -87,7 +88,7 @@ func run() int {
 		Sizes: []int{100, 1000, 5000, 10000}, Probes: 100, EndpointProbes: 50, ProbeBudget: 60 * time.Second,
 		ConvergenceRoutes: 1000, FailoverAt: 1000, StatusDrainTimeout: *drain,
 		Kubeconfig: *kubeconfig, ControllerArgs: ctrlFlags,
-		SkipTranslate: *skipTranslate, SkipCluster: *skipCluster, Log: os.Stderr,
+		SkipTranslate: *skipTranslate, SkipCluster: *skipCluster, SkipEnvoy: *skipEnvoy, Log: os.Stderr,
 		Profiles: *profiles,
 	}
 	chartDir, mdPath := abs("docs/bench"), abs("BENCHMARKS.md")
