@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -78,24 +79,63 @@ func ProbeRouteOnce(ctx context.Context, c client.Client, a *ADS, n, k int, quie
 	return p, nil
 }
 
+// EndpointProbe is the outcome of one endpoint probe: from the Pod's
+// Ready (as the suite's watch sees it) to its address in the proxy's
+// EDS, split at the moment the suite's watch sees the EndpointSlice that
+// holds the address (the EndpointSlice controller's share before, the
+// API server's delivery and Portico's after).
+type EndpointProbe struct {
+	Total, ReadyToSlice, SliceToEDS time.Duration
+}
+
 // ProbeEndpoint runs endpoint probe k of stage n: a Pod selected by the
 // epprobe Service is created; from the moment the suite sees it Ready
 // (kwok makes it so, with an IP) until its address is in the proxy's EDS.
 // The Pod is then deleted and the suite waits for its address to leave.
-func ProbeEndpoint(ctx context.Context, c client.WithWatch, a *ADS, n, k int) (time.Duration, error) {
+func ProbeEndpoint(ctx context.Context, c client.WithWatch, a *ADS, n, k int) (EndpointProbe, error) {
+	var ep EndpointProbe
 	ns, name := RouteNamespace(0), fmt.Sprintf("ep-%d-%d", n, k)
 	wctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	w, err := c.Watch(wctx, &corev1.PodList{}, client.InNamespace(ns),
 		client.MatchingFields{"metadata.name": name})
 	if err != nil {
-		return 0, err
+		return ep, err
 	}
 	defer w.Stop()
+	slices, err := c.Watch(wctx, &discoveryv1.EndpointSliceList{}, client.InNamespace(ns),
+		client.MatchingLabels{discoveryv1.LabelServiceName: "epprobe"})
+	if err != nil {
+		return ep, err
+	}
+	defer slices.Stop()
+	// sliceSeen records when the watch first delivers a slice with ip.
+	var sliceMu sync.Mutex
+	sliceAt := map[string]time.Time{}
+	go func() {
+		for ev := range slices.ResultChan() {
+			es, ok := ev.Object.(*discoveryv1.EndpointSlice)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			sliceMu.Lock()
+			for _, e := range es.Endpoints {
+				if e.Conditions.Ready == nil || *e.Conditions.Ready {
+					for _, addr := range e.Addresses {
+						if _, seen := sliceAt[addr]; !seen {
+							sliceAt[addr] = now
+						}
+					}
+				}
+			}
+			sliceMu.Unlock()
+		}
+	}()
 	tpl := kwokPod(map[string]string{"bench-probe": "endpoint"})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: tpl.Labels}, Spec: tpl.Spec}
 	if err := c.Create(ctx, pod); err != nil {
-		return 0, fmt.Errorf("creating pod: %w", err)
+		return ep, fmt.Errorf("creating pod: %w", err)
 	}
 	defer func() {
 		_ = c.Delete(context.Background(), pod, client.GracePeriodSeconds(0))
@@ -106,7 +146,7 @@ func ProbeEndpoint(ctx context.Context, c client.WithWatch, a *ADS, n, k int) (t
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return 0, fmt.Errorf("pod %s: watch ended before it was Ready", name)
+				return ep, fmt.Errorf("pod %s: watch ended before it was Ready", name)
 			}
 			if ev.Type != watch.Added && ev.Type != watch.Modified {
 				continue
@@ -115,22 +155,33 @@ func ProbeEndpoint(ctx context.Context, c client.WithWatch, a *ADS, n, k int) (t
 				ready, ip = time.Now(), p.Status.PodIP
 			}
 		case <-wctx.Done():
-			return 0, fmt.Errorf("pod %s not Ready within %s", name, ProbeTimeout)
+			return ep, fmt.Errorf("pod %s not Ready within %s", name, ProbeTimeout)
 		}
 	}
 	seen, err := a.WaitAddress(wctx, ip, true)
 	if err != nil {
-		return 0, fmt.Errorf("address %s of pod %s: %w", ip, name, err)
+		return ep, fmt.Errorf("address %s of pod %s: %w", ip, name, err)
 	}
-	lat := max(seen.Sub(ready), 0)
+	ep.Total = max(seen.Sub(ready), 0)
+	// The slice event may still be on its way to the suite when the proxy
+	// already has the address; wait for it briefly.
+	_ = poll(wctx, 5*time.Second, time.Millisecond, func() (bool, error) {
+		sliceMu.Lock()
+		defer sliceMu.Unlock()
+		at, ok := sliceAt[ip]
+		if ok {
+			ep.ReadyToSlice, ep.SliceToEDS = max(at.Sub(ready), 0), max(seen.Sub(at), 0)
+		}
+		return ok, nil
+	})
 	if err := c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-		return lat, err
+		return ep, err
 	}
 	// Addresses are reused: the next probe must not see this one.
 	if _, err := a.WaitAddress(wctx, ip, false); err != nil {
-		return lat, fmt.Errorf("address %s still in EDS after its pod was deleted: %w", ip, err)
+		return ep, fmt.Errorf("address %s still in EDS after its pod was deleted: %w", ip, err)
 	}
-	return lat, nil
+	return ep, nil
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -106,6 +106,9 @@ type ProbeStats struct {
 	Create     Latency  `json:"create"` // or pod Ready → EDS for endpoint probes
 	Delete     *Latency `json:"delete,omitempty"`
 	FirstError string   `json:"first_error,omitempty"`
+	// Parts split Create where a probe can tell (endpoint probes: the
+	// Pod's Ready to the suite seeing its EndpointSlice, and that to EDS).
+	Parts map[string]Latency `json:"parts,omitempty"`
 }
 
 // Stat is a median and a maximum.

@@ -114,7 +114,7 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 	if st.Endpoint.Probes > 0 {
 		s.res.EndpointPropagation[Key(n)] = Percentiles{P50: st.Endpoint.Create.P50, P99: st.Endpoint.Create.P99}
 	}
-	s.logf("stage %d: endpoint propagation %+v", n, st.Endpoint.Create)
+	s.logf("stage %d: endpoint propagation %+v, split %+v", n, st.Endpoint.Create, st.Endpoint.Parts)
 
 	// 2b and 5b. Propagation and allocation rate under churn.
 	churn := StartChurn(ctx, s.cl.Client, n)
@@ -199,11 +199,11 @@ func (s *suite) routeProbes(ctx context.Context, a *ADS, n, offset int, quiet bo
 
 func (s *suite) endpointProbes(ctx context.Context, a *ADS, n int) *ProbeStats {
 	ps := &ProbeStats{}
-	var lat Durations
+	var lat, toSlice, fromSlice Durations
 	start := time.Now()
 	fails := 0
 	for k := 0; k < s.cfg.EndpointProbes && time.Since(start) < s.cfg.ProbeBudget && ctx.Err() == nil; k++ {
-		d, err := ProbeEndpoint(ctx, s.cl.Client, a, n, k)
+		p, err := ProbeEndpoint(ctx, s.cl.Client, a, n, k)
 		if err != nil {
 			ps.Failures++
 			if ps.FirstError == "" {
@@ -215,10 +215,16 @@ func (s *suite) endpointProbes(ctx context.Context, a *ADS, n int) *ProbeStats {
 			continue
 		}
 		fails = 0
-		lat = append(lat, d)
+		lat = append(lat, p.Total)
+		if p.ReadyToSlice > 0 || p.SliceToEDS > 0 {
+			toSlice, fromSlice = append(toSlice, p.ReadyToSlice), append(fromSlice, p.SliceToEDS)
+		}
 	}
 	ps.Probes, ps.Seconds = len(lat), round(time.Since(start).Seconds(), 1)
 	ps.Create = lat.Latency()
+	if len(toSlice) > 0 {
+		ps.Parts = map[string]Latency{"pod_ready_to_endpointslice": toSlice.Latency(), "endpointslice_to_eds": fromSlice.Latency()}
+	}
 	return ps
 }
 
