@@ -2,8 +2,10 @@
 # Starts a local Kubernetes cluster without containers, on loopback only:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok,
 # which simulates the kubelet of fake Nodes (Pods get scheduled, marked
-# Running/Ready and given IPs; EndpointSlices follow). Binaries come from
-# hack/kube-binaries.sh (built once into $HOME/.cache/portico).
+# Running/Ready and given IPs; EndpointSlices follow) and serves their
+# kubelet API on loopback (Pod logs from the files that kwok Logs objects
+# name). Binaries come from hack/kube-binaries.sh (built once into
+# $HOME/.cache/portico).
 #
 # Usage: hack/cluster-up.sh [DIR]
 #   DIR (default $PORTICO_CLUSTER_DIR, else _output/cluster in the repo) holds
@@ -11,14 +13,18 @@
 #   kubeconfig path is the only thing printed on stdout.
 #   Running it again while the cluster is up does nothing; if a component
 #   has died the cluster is restarted from scratch. A failed start stops
-#   whatever it started and removes the state. Stop with hack/cluster-down.sh.
+#   whatever it started and removes the state, keeping the components' logs
+#   in $PORTICO_CLUSTER_FAILED_LOGS (default _output/cluster-failed in the
+#   repo)/<time>-<pid>/. Stop with hack/cluster-down.sh.
 #
 # Environment:
-#   PORTICO_APISERVER_PORT, PORTICO_ETCD_PORT, PORTICO_ETCD_PEER_PORT
-#                            fixed ports (default: free ports picked at start)
+#   PORTICO_APISERVER_PORT, PORTICO_ETCD_PORT, PORTICO_ETCD_PEER_PORT,
+#   PORTICO_KUBELET_PORT     fixed ports (default: free ports picked at start);
+#                            the last is kwok's kubelet server (127.0.0.1)
 #   PORTICO_KWOK_NODES       number of fake Nodes (default 1): kwok-node-0, ...
-#   PORTICO_KWOK_NODE_IP     their InternalIP (default 10.240.0.10; Pods get
-#                            IPs from 10.244.0.0/16, Services 10.96.0.0/16)
+#   PORTICO_KWOK_NODE_IP     their InternalIP (default 127.0.0.1, where kwok's
+#                            kubelet server listens; Pods get IPs from
+#                            10.244.0.0/16, Services 10.96.0.0/16)
 #   PORTICO_CLUSTER_TIMEOUT  seconds to wait for readiness (default 120)
 #   PORTICO_KUBE_BINARIES    binary directory (default: hack/kube-binaries.sh --print-dir)
 #   PORTICO_APISERVER_EXTRA_ARGS
@@ -37,8 +43,9 @@ source "$ROOT/hack/kwok/lib.sh"
 DIR=${1:-${PORTICO_CLUSTER_DIR:-$ROOT/_output/cluster}}
 TIMEOUT=${PORTICO_CLUSTER_TIMEOUT:-120}
 NODES=${PORTICO_KWOK_NODES:-1}
-# The fake Nodes' InternalIP (and the Pods' hostIP); nothing listens there.
-NODE_IP=${PORTICO_KWOK_NODE_IP:-10.240.0.10}
+# The fake Nodes' InternalIP (and the Pods' hostIP): the kube-apiserver
+# reaches their kubelet (kwok's server) there for Pod logs.
+NODE_IP=${PORTICO_KWOK_NODE_IP:-127.0.0.1}
 log() { echo "cluster-up: $*" >&2; }
 die() { log "$*"; exit 1; }
 
@@ -72,12 +79,17 @@ ok=0
 cleanup() {
   [ $ok = 1 ] && return
   log "start failed; stopping what was started and removing $DIR's contents"
-  local f
+  local f keep
   for f in "$DIR"/logs/*.log; do
     [ -s "$f" ] || continue
     echo "----- last lines of $(basename "$f") -----" >&2
     tail -n 15 "$f" >&2
   done
+  # The whole logs outlive the state (often a caller's temporary directory).
+  keep=${PORTICO_CLUSTER_FAILED_LOGS:-$ROOT/_output/cluster-failed}/$(date +%Y%m%d-%H%M%S)-$$
+  if compgen -G "$DIR/logs/*.log" >/dev/null && mkdir -p "$keep" && cp "$DIR"/logs/*.log "$keep"/; then
+    log "the components' logs are kept in $keep"
+  fi
   stop_cluster "$DIR" || true
   wipe_cluster "$DIR"
 }
@@ -104,10 +116,11 @@ done
 
 (cd "$ROOT" && go build -o "$HELPER" ./hack/kwok) || die "building the cluster helper (hack/kwok) failed"
 
-read -r free1 free2 free3 <<<"$("$HELPER" ports 3)"
+read -r free1 free2 free3 free4 <<<"$("$HELPER" ports 4)"
 ETCD_PORT=${PORTICO_ETCD_PORT:-$free1}
 ETCD_PEER_PORT=${PORTICO_ETCD_PEER_PORT:-$free2}
 API_PORT=${PORTICO_APISERVER_PORT:-$free3}
+KUBELET_PORT=${PORTICO_KUBELET_PORT:-$free4}
 SERVER=https://127.0.0.1:$API_PORT
 "$HELPER" pki "$DIR" "$SERVER"
 KUBECONFIG_PATH=$DIR/kubeconfig
@@ -142,8 +155,10 @@ start_component() {
 }
 
 # wait_until WHAT COMMAND...: polls COMMAND until it succeeds, failing fast
-# when a started component has exited or after TIMEOUT seconds.
+# when a started component has exited or after TIMEOUT seconds. With
+# $SOFT naming a component, that one exiting makes it return 1 instead.
 deadline=$((SECONDS + TIMEOUT))
+SOFT=
 wait_until() {
   local what=$1 name
   shift
@@ -151,7 +166,9 @@ wait_until() {
   until "$@" 2>/dev/null; do
     for name in "$DIR"/pids/*.pid; do
       name=$(basename "$name" .pid)
-      cluster_pid "$DIR" "$name" >/dev/null || die "$name exited (see $DIR/logs/$name.log)"
+      cluster_pid "$DIR" "$name" >/dev/null && continue
+      [ "$name" = "$SOFT" ] && return 1
+      die "$name exited (see $DIR/logs/$name.log)"
     done
     [ $SECONDS -lt $deadline ] || { "$@" || true; die "timed out after ${TIMEOUT}s waiting for $what"; }
     sleep 0.2
@@ -186,6 +203,7 @@ start_component kube-apiserver "$BINS/kube-apiserver" \
   --service-account-signing-key-file="$PKI/sa.key" \
   --service-cluster-ip-range=10.96.0.0/16 \
   --authorization-mode=Node,RBAC \
+  --kubelet-preferred-address-types=InternalIP \
   --allow-privileged=true \
   --profiling=false \
   ${apiserver_extra_args[@]+"${apiserver_extra_args[@]}"}
@@ -210,17 +228,49 @@ start_component kube-scheduler "$BINS/kube-scheduler" \
   --kube-api-qps=100 --kube-api-burst=200 \
   --profiling=false
 
-start_component kwok "$BINS/kwok" \
-  --kubeconfig="$KUBECONFIG_PATH" \
-  "${kwok_configs[@]}" \
-  --manage-all-nodes=false \
-  --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-  --node-lease-duration-seconds=40 \
-  --node-ip="$NODE_IP" \
-  --cidr=10.244.0.0/16
+# kwok builds its patch schemas from the apiserver's OpenAPI v3 at start
+# and exits if that is not served yet; its Logs resource must be served
+# before it watches it.
+wait_until "the OpenAPI v3 of core/v1" "$HELPER" exists "$DIR" /openapi/v3/api/v1
+"$HELPER" logs-crd "$DIR" || die "creating kwok's Logs CRD failed"
+wait_until "kwok's Logs resource" "$HELPER" exists "$DIR" /apis/kwok.x-k8s.io/v1alpha1/logs
 
-for ((i = 0; i < NODES; i++)); do
-  wait_until "fake Node kwok-node-$i to be created" "$HELPER" node "$DIR" "kwok-node-$i"
+# kwok_up: true once every fake Node exists and kwok has made it Ready;
+# false if kwok exits first.
+kwok_up() {
+  local i
+  SOFT=kwok
+  for ((i = 0; i < NODES; i++)); do
+    wait_until "fake Node kwok-node-$i to be created" "$HELPER" node "$DIR" "kwok-node-$i" || { SOFT=; return 1; }
+  done
+  for ((i = 0; i < NODES; i++)); do
+    wait_until "Node kwok-node-$i to be Ready (kwok)" "$HELPER" node-ready "$DIR" "kwok-node-$i" || { SOFT=; return 1; }
+  done
+  SOFT=
+}
+
+# kwok, with its kubelet server (Pod logs) on 127.0.0.1:KUBELET_PORT. A
+# kwok that exits before its Nodes are Ready (another process took the
+# port between the pick and the bind, ...) is started again on a new port,
+# twice at most; each attempt's log is kept.
+for ((attempt = 1; ; attempt++)); do
+  start_component kwok "$BINS/kwok" \
+    --kubeconfig="$KUBECONFIG_PATH" \
+    "${kwok_configs[@]}" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds=40 \
+    --node-ip="$NODE_IP" \
+    --node-port="$KUBELET_PORT" \
+    --server-address="127.0.0.1:$KUBELET_PORT" \
+    --enable-crds=Logs \
+    --cidr=10.244.0.0/16
+  kwok_up && break
+  cp "$DIR/logs/kwok.log" "$DIR/logs/kwok-attempt$attempt.log"
+  [ "$attempt" -lt 3 ] || die "kwok exited $attempt times (see $DIR/logs/kwok-attempt*.log)"
+  log "kwok exited (attempt $attempt), last lines of its log:"
+  tail -n 5 "$DIR/logs/kwok.log" >&2
+  [ -n "${PORTICO_KUBELET_PORT:-}" ] || KUBELET_PORT=$("$HELPER" ports 1)
 done
 # Both run with leader election (the default): holding their Lease proves
 # they are up and talking to the apiserver.
@@ -228,9 +278,6 @@ wait_until "kube-controller-manager" "$HELPER" exists "$DIR" \
   /apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager
 wait_until "kube-scheduler" "$HELPER" exists "$DIR" \
   /apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler
-for ((i = 0; i < NODES; i++)); do
-  wait_until "Node kwok-node-$i to be Ready (kwok)" "$HELPER" node-ready "$DIR" "kwok-node-$i"
-done
 wait_until "the default ServiceAccount" "$HELPER" exists "$DIR" \
   /api/v1/namespaces/default/serviceaccounts/default
 
@@ -247,6 +294,6 @@ if [ -n "${PORTICO_CLUSTER_OWNER_PID:-}" ]; then
 fi
 
 ok=1
-log "up in $((SECONDS - start_time))s: apiserver $SERVER, $NODES kwok node(s), state in $DIR"
+log "up in $((SECONDS - start_time))s: apiserver $SERVER, $NODES kwok node(s) (kubelet 127.0.0.1:$KUBELET_PORT), state in $DIR"
 log "export KUBECONFIG=$KUBECONFIG_PATH"
 echo "$KUBECONFIG_PATH"

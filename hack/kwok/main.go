@@ -11,6 +11,7 @@
 //	portico-cluster exists DIR PATH         exit 0 when GET PATH returns 200
 //	portico-cluster node DIR NAME           create the fake Node NAME (kwok-managed) unless it exists
 //	portico-cluster node-ready DIR NAME     exit 0 when Node NAME has Ready=True
+//	portico-cluster logs-crd DIR            create the kwok Logs CRD (kwok --enable-crds=Logs) unless it exists
 //
 // Commands that talk to the apiserver read DIR/apiserver.url and the admin
 // client certificate from DIR/pki. Exit status 1 means "not (yet)"; 2 is a
@@ -68,6 +69,9 @@ func main() {
 	case "node-ready":
 		need(args, 2)
 		err = nodeReady(args[0], args[1])
+	case "logs-crd":
+		need(args, 1)
+		err = createLogsCRD(args[0])
 	default:
 		usage()
 	}
@@ -78,7 +82,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: portico-cluster ports N | pki DIR URL | readyz DIR | exists DIR PATH | node DIR NAME | node-ready DIR NAME")
+	fmt.Fprintln(os.Stderr, "usage: portico-cluster ports N | pki DIR URL | readyz DIR | exists DIR PATH | node DIR NAME | node-ready DIR NAME | logs-crd DIR")
 	os.Exit(2)
 }
 
@@ -410,4 +414,64 @@ func nodeReady(dir, name string) error {
 		}
 	}
 	return fmt.Errorf("node %s: no Ready condition yet", name)
+}
+
+// createLogsCRD registers kwok's Logs resource (kwok.x-k8s.io/v1alpha1,
+// namespaced): with --enable-crds=Logs kwok's kubelet server answers a
+// Pod's log request from the file its Logs object names, which is how
+// the local data plane (internal/testenv/dataplane) serves its
+// containers' logs through the API server. The schema keeps what kwok
+// reads (spec.logs[].containers, logsFile, previousLogsFile, follow).
+func createLogsCRD(dir string) error {
+	a, err := newAPI(dir)
+	if err != nil {
+		return err
+	}
+	str := map[string]any{"type": "string"}
+	logEntry := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"containers":       map[string]any{"type": "array", "items": str},
+			"logsFile":         str,
+			"previousLogsFile": str,
+			"follow":           map[string]any{"type": "boolean"},
+		},
+	}
+	crd := map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": "logs.kwok.x-k8s.io"},
+		"spec": map[string]any{
+			"group": "kwok.x-k8s.io",
+			"names": map[string]any{"kind": "Logs", "listKind": "LogsList", "plural": "logs", "singular": "logs"},
+			"scope": "Namespaced",
+			"versions": []any{map[string]any{
+				"name": "v1alpha1", "served": true, "storage": true,
+				"subresources": map[string]any{"status": map[string]any{}},
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"spec": map[string]any{
+							"type":       "object",
+							"required":   []any{"logs"},
+							"properties": map[string]any{"logs": map[string]any{"type": "array", "items": logEntry}},
+						},
+						"status": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+					},
+				}},
+			}},
+		},
+	}
+	body, err := json.Marshal(crd)
+	if err != nil {
+		return err
+	}
+	code, resp, err := a.do(http.MethodPost, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusCreated && code != http.StatusConflict {
+		return fmt.Errorf("creating the Logs CRD: %d %s", code, strings.TrimSpace(string(resp)))
+	}
+	return nil
 }

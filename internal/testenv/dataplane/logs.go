@@ -92,7 +92,7 @@ func (r *logRegistry) register(ctx context.Context, pod *corev1.Pod, files map[s
 	var logs []any
 	for _, c := range pod.Spec.Containers {
 		if f, ok := files[c.Name]; ok {
-			logs = append(logs, map[string]any{"containers": []any{c.Name}, "logsFile": f, "follow": true})
+			logs = append(logs, map[string]any{"containers": []any{c.Name}, "logsFile": f})
 		}
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
