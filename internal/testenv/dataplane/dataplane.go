@@ -309,6 +309,24 @@ func (d *DataPlane) Unsupported() []Unsupported {
 	return out
 }
 
+// ContainerLog is what a running container has printed so far, as kwok
+// serves it (CRI format: time, stream, F, line).
+func (d *DataPlane) ContainerLog(namespace, pod, container string) (string, error) {
+	d.mu.Lock()
+	var path string
+	for _, r := range d.running {
+		if r.pod.Namespace == namespace && r.pod.Name == pod && r.dir != "" {
+			path = filepath.Join(r.dir, container+".log")
+		}
+	}
+	d.mu.Unlock()
+	if path == "" {
+		return "", fmt.Errorf("dataplane: Pod %s/%s is not running", namespace, pod)
+	}
+	b, err := os.ReadFile(path)
+	return string(b), err
+}
+
 func (d *DataPlane) wake() {
 	select {
 	case d.kick <- struct{}{}:

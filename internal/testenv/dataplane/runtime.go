@@ -208,6 +208,10 @@ func (t *tailBuffer) String() string {
 // where possible, else a copy. (The binaries hack/envoy.sh installs live
 // under a home directory other users cannot enter.)
 func installBinary(src, dir, name string) (string, error) {
+	src, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return "", err
+	}
 	dst := filepath.Join(dir, name)
 	if err := os.Link(src, dst); err == nil {
 		if st, err := os.Stat(dst); err == nil && st.Mode()&0o005 == 0o005 {
