@@ -225,8 +225,13 @@ func (n *Netns) Close() error {
 func (n *Netns) remove() error {
 	// Deleting the namespace deletes its end of the veth and so the pair.
 	err := run("ip", "netns", "del", n.Name)
+	// The pair goes with the namespace, but the kernel may take a moment
+	// after the namespace's last reference is gone; a veth that vanished
+	// meanwhile is no error.
 	if n.veth != "" && exists("ip", "link", "show", n.veth) {
-		err = errors.Join(err, run("ip", "link", "del", n.veth))
+		if derr := run("ip", "link", "del", n.veth); derr != nil && exists("ip", "link", "show", n.veth) {
+			err = errors.Join(err, derr)
+		}
 	}
 	return err
 }

@@ -25,7 +25,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +76,7 @@ type EnvoyLoop struct {
 // StartEnvoyLoop starts the backends, the e2e Service and its
 // EndpointSlice (backend 0), the forwarder to target() and Envoy, and
 // waits until Envoy is LIVE and serves the stable route.
-func StartEnvoyLoop(ctx context.Context, c client.Client, target func() string, dir string) (l *EnvoyLoop, err error) {
+func StartEnvoyLoop(ctx context.Context, c client.Client, target func() string, dir string) (_ *EnvoyLoop, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("needs root (network namespaces)")
 	}
@@ -85,11 +84,11 @@ func StartEnvoyLoop(ctx context.Context, c client.Client, target func() string, 
 	if err != nil {
 		return nil, err
 	}
-	l = &EnvoyLoop{c: c, dir: dir, http: &http.Client{Timeout: 5 * time.Second,
+	l := &EnvoyLoop{c: c, dir: dir, http: &http.Client{Timeout: 5 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
 	defer func() {
 		if err != nil {
-			l.Close()
+			err = errors.Join(err, l.Close())
 		}
 	}()
 	if l.bridge, err = testenv.NewBridge(e2eGateway, e2eBridge); err != nil {
@@ -117,7 +116,7 @@ func StartEnvoyLoop(ctx context.Context, c client.Client, target func() string, 
 	if err := l.writeSlice(ctx, 0); err != nil {
 		return nil, err
 	}
-	if err := upsertRoute(ctx, c, stableRoute()); err != nil {
+	if err := upsertRoute(ctx, c, e2eRoute(e2eStableRoute, "/e2e-stable", 0)); err != nil {
 		return nil, err
 	}
 	if err := l.startEnvoy(ctx); err != nil {
@@ -161,7 +160,11 @@ func (l *EnvoyLoop) startEnvoy(ctx context.Context) error {
 	}
 	ctr := testenv.Container{RunAsUser: 65532, RunAsGroup: 65532, FSGroup: 65532, Volumes: []testenv.Volume{
 		boot, {MountPath: "/etc/portico/xds", Files: sec.Data, Mode: 0o440}}}
-	wrap, err := ctr.Prepare(filepath.Join(l.dir, "envoy-pod"))
+	podDir, err := os.MkdirTemp(l.dir, "envoy-pod-")
+	if err != nil {
+		return err
+	}
+	wrap, err := ctr.Prepare(podDir)
 	if err != nil {
 		return err
 	}
@@ -204,11 +207,12 @@ func (l *EnvoyLoop) forward(target func() string) {
 
 // Close stops Envoy, the backends and the forwarder and removes the
 // namespaces and the Kubernetes objects of the loop.
-func (l *EnvoyLoop) Close() {
+func (l *EnvoyLoop) Close() error {
+	var errs []error
 	l.stopOnce.Do(func() {
 		if l.envoy != nil {
-			_ = l.envoy.Stop()
-			_ = l.envoy.Close()
+			_ = l.envoy.Stop() // its exit status after SIGTERM says nothing
+			errs = append(errs, l.envoy.Close())
 		}
 		for _, p := range l.echo {
 			_ = p.Stop()
@@ -217,7 +221,7 @@ func (l *EnvoyLoop) Close() {
 			_ = l.fwd.Close()
 		}
 		if l.bridge != nil {
-			_ = l.bridge.Close()
+			errs = append(errs, l.bridge.Close())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -226,9 +230,12 @@ func (l *EnvoyLoop) Close() {
 			&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: RouteNamespace(0), Name: e2eSlice}},
 			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: RouteNamespace(0), Name: e2eService}},
 		} {
-			_ = l.c.Delete(ctx, o)
+			if err := l.c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
 		}
 	})
+	return errors.Join(errs...)
 }
 
 // RSSMiB is Envoy's resident set size.
@@ -279,11 +286,6 @@ func (l *EnvoyLoop) writeSlice(ctx context.Context, idx ...int) error {
 	}
 	cur.Endpoints = es.Endpoints
 	return l.c.Update(ctx, &cur)
-}
-
-func stableRoute() *gwv1.HTTPRoute {
-	r := e2eRoute(e2eStableRoute, "/e2e-stable", 0)
-	return r
 }
 
 // e2eRoute is a route on ProbeGateway, hostname Hostname(k*Gateways),

@@ -268,7 +268,10 @@ func (s *suite) runCluster(ctx context.Context) error {
 		s.startLoop(ctx, logs)
 		defer func() {
 			if s.loop != nil {
-				s.loop.Close()
+				if err := s.loop.Close(); err != nil {
+					s.fail("stopping the envoy loop", err)
+				}
+				s.logf("envoy loop stopped")
 			}
 		}()
 	}
