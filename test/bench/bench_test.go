@@ -61,7 +61,7 @@ func TestResultsShape(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"alloc_rate_churn_mb_s", "bytes_per_route_change", "endpoint_propagation", "failover", "machine",
+	want := []string{"alloc_rate_churn_mb_s", "bytes_per_route_change", "end_to_end", "endpoint_propagation", "failover", "machine",
 		"memory", "propagation", "propagation_churn", "status_convergence_1000", "translate_full", "translate_incremental"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("keys = %v\nwant   %v", keys, want)
