@@ -114,6 +114,12 @@ func TestConformance(t *testing.T) {
 
 	kubeconfig := os.Getenv("PORTICO_KUBECONFIG")
 	class := defaultGatewayClass
+	if !full {
+		// The data plane's needs first: without network namespaces or
+		// Envoy the test fails in CI and skips elsewhere.
+		testenv.RequireNetns(t)
+		testenv.RequireEnvoy(t)
+	}
 	switch {
 	case full:
 		if kubeconfig == "" {
@@ -126,10 +132,6 @@ func TestConformance(t *testing.T) {
 			class = c
 		}
 	case kubeconfig == "":
-		// The data plane's needs first: without network namespaces or
-		// Envoy the test fails in CI and skips elsewhere.
-		testenv.RequireNetns(t)
-		testenv.RequireEnvoy(t)
 		// The local kwok cluster, as in test/e2e; stopped when the test
 		// ends, the components' logs of a failed run kept in
 		// $PORTICO_CONFORMANCE_ARTIFACTS (else their last lines logged).
