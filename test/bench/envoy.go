@@ -471,39 +471,13 @@ type E2EDetails struct {
 	EnvoyRSSMiB          float64       `json:"envoy_rss_mib"`
 }
 
-// e2eProbes runs up to count probes of f within the probe budget.
-func (s *suite) e2eProbes(ctx context.Context, count int, f func(k int) (time.Duration, error)) *ProbeStats {
-	ps := &ProbeStats{}
-	var lat Durations
-	start := time.Now()
-	fails := 0
-	for k := 0; k < count && time.Since(start) < s.cfg.ProbeBudget && ctx.Err() == nil; k++ {
-		d, err := f(k)
-		if err != nil {
-			ps.Failures++
-			if ps.FirstError == "" {
-				ps.FirstError = err.Error()
-			}
-			if fails++; fails >= 3 {
-				break
-			}
-			continue
-		}
-		fails = 0
-		lat = append(lat, d)
-	}
-	ps.Probes, ps.Seconds = len(lat), round(time.Since(start).Seconds(), 1)
-	ps.Create = lat.Latency()
-	return ps
-}
-
 // e2eQuiet runs the quiet end-to-end probes of stage n.
 func (s *suite) e2eQuiet(ctx context.Context, n int) *E2EDetails {
 	d := &E2EDetails{}
-	d.RouteToFirst200 = s.e2eProbes(ctx, s.cfg.Probes, func(k int) (time.Duration, error) {
+	d.RouteToFirst200 = s.probes(ctx, s.cfg.Probes, func(k int) (time.Duration, error) {
 		return s.loop.RouteToFirst200(ctx, n, k)
 	})
-	d.EndpointToNewPod = s.e2eProbes(ctx, s.cfg.EndpointProbes, func(int) (time.Duration, error) {
+	d.EndpointToNewPod = s.probes(ctx, s.cfg.EndpointProbes, func(int) (time.Duration, error) {
 		return s.loop.EndpointSwitch(ctx)
 	})
 	if rss, err := s.loop.RSSMiB(); err == nil {
@@ -526,7 +500,7 @@ func (s *suite) e2eQuiet(ctx context.Context, n int) *E2EDetails {
 // e2eChurn runs, under churn, the route probes through Envoy and then a
 // constant request stream with rolling endpoint changes for window.
 func (s *suite) e2eChurn(ctx context.Context, n int, d *E2EDetails, window time.Duration) {
-	d.RouteToFirst200Churn = s.e2eProbes(ctx, s.cfg.Probes, func(k int) (time.Duration, error) {
+	d.RouteToFirst200Churn = s.probes(ctx, s.cfg.Probes, func(k int) (time.Duration, error) {
 		return s.loop.RouteToFirst200(ctx, n, 1_000_000+k)
 	})
 	st := s.loop.Stream(ctx, StreamRate, window, time.Second)

@@ -198,12 +198,29 @@ func (s *suite) routeProbes(ctx context.Context, a *ADS, n, offset int, quiet bo
 }
 
 func (s *suite) endpointProbes(ctx context.Context, a *ADS, n int) *ProbeStats {
+	var toSlice, fromSlice Durations
+	ps := s.probes(ctx, s.cfg.EndpointProbes, func(k int) (time.Duration, error) {
+		p, err := ProbeEndpoint(ctx, s.cl.Client, a, n, k)
+		if err == nil && (p.ReadyToSlice > 0 || p.SliceToEDS > 0) {
+			toSlice, fromSlice = append(toSlice, p.ReadyToSlice), append(fromSlice, p.SliceToEDS)
+		}
+		return p.Total, err
+	})
+	if len(toSlice) > 0 {
+		ps.Parts = map[string]Latency{"pod_ready_to_endpointslice": toSlice.Latency(), "endpointslice_to_eds": fromSlice.Latency()}
+	}
+	return ps
+}
+
+// probes runs up to count probes of f within the probe budget, stopping
+// after three failures in a row; Create holds the latencies.
+func (s *suite) probes(ctx context.Context, count int, f func(k int) (time.Duration, error)) *ProbeStats {
 	ps := &ProbeStats{}
-	var lat, toSlice, fromSlice Durations
+	var lat Durations
 	start := time.Now()
 	fails := 0
-	for k := 0; k < s.cfg.EndpointProbes && time.Since(start) < s.cfg.ProbeBudget && ctx.Err() == nil; k++ {
-		p, err := ProbeEndpoint(ctx, s.cl.Client, a, n, k)
+	for k := 0; k < count && time.Since(start) < s.cfg.ProbeBudget && ctx.Err() == nil; k++ {
+		d, err := f(k)
 		if err != nil {
 			ps.Failures++
 			if ps.FirstError == "" {
@@ -215,16 +232,10 @@ func (s *suite) endpointProbes(ctx context.Context, a *ADS, n int) *ProbeStats {
 			continue
 		}
 		fails = 0
-		lat = append(lat, p.Total)
-		if p.ReadyToSlice > 0 || p.SliceToEDS > 0 {
-			toSlice, fromSlice = append(toSlice, p.ReadyToSlice), append(fromSlice, p.SliceToEDS)
-		}
+		lat = append(lat, d)
 	}
 	ps.Probes, ps.Seconds = len(lat), round(time.Since(start).Seconds(), 1)
 	ps.Create = lat.Latency()
-	if len(toSlice) > 0 {
-		ps.Parts = map[string]Latency{"pod_ready_to_endpointslice": toSlice.Latency(), "endpointslice_to_eds": fromSlice.Latency()}
-	}
 	return ps
 }
 

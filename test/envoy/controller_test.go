@@ -259,17 +259,7 @@ func TestProvisionedProxy(t *testing.T) {
 		pool.AppendCertsFromPEM(ca.CertPEM())
 		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{ServerName: "secure.example.com", RootCAs: pool}}}
 		eventually(t, 20*time.Second, "https://secure.example.com through the proxy", func() error {
-			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://%s:8443/hello", proxyNS.Addr), nil)
-			req.Host = "secure.example.com"
-			resp, err := c.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("status %d", resp.StatusCode)
-			}
-			return nil
+			return getOK(c, fmt.Sprintf("https://%s:8443/hello", proxyNS.Addr), "secure.example.com")
 		})
 	})
 	t.Run("gRPC", func(t *testing.T) {
@@ -294,17 +284,7 @@ func TestProvisionedProxy(t *testing.T) {
 	t.Run("route served", func(t *testing.T) {
 		c := &http.Client{Timeout: 5 * time.Second}
 		eventually(t, 20*time.Second, "web.example.com through the proxy", func() error {
-			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s:8080/hello", proxyNS.Addr), nil)
-			req.Host = "web.example.com"
-			resp, err := c.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("status %d", resp.StatusCode)
-			}
-			return nil
+			return getOK(c, fmt.Sprintf("http://%s:8080/hello", proxyNS.Addr), "web.example.com")
 		})
 	})
 }
@@ -399,6 +379,24 @@ func envoyUptime(e *testenv.Envoy) (time.Duration, error) {
 		return 0, err
 	}
 	return time.ParseDuration(info.Uptime)
+}
+
+// getOK GETs url with Host host and wants a 200.
+func getOK(c *http.Client, url, host string) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Host = host
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s (Host %s): status %d", url, host, resp.StatusCode)
+	}
+	return nil
 }
 
 func expectStatus(url string, want int) error {
