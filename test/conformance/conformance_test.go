@@ -454,7 +454,7 @@ func (r *runResults) record(t *testing.T, test suite.ConformanceTest) {
 }
 
 // outcomes sorts the tests by outcome. A skipped test is either skipped
-// by this run (in skips: data plane, known failure) or not run because it
+// by this run (in skips: unrunnable, known failure) or not run because it
 // needs a feature Portico does not claim.
 type outcomes struct{ passed, failed, skipped, notRun []string }
 
@@ -483,7 +483,7 @@ func (r *runResults) outcomes(skips map[string]string) outcomes {
 
 func (r *runResults) log(t *testing.T, skips map[string]string) {
 	o := r.outcomes(skips)
-	t.Logf("passed %d, failed %d, skipped %d (data plane / known failures), not run %d (features not claimed)",
+	t.Logf("passed %d, failed %d, skipped %d (unrunnable / known failures), not run %d (features not claimed)",
 		len(o.passed), len(o.failed), len(o.skipped), len(o.notRun))
 	t.Logf("passed: %s", strings.Join(o.passed, ", "))
 	if len(o.failed) > 0 {
