@@ -33,7 +33,8 @@
 //     it once it reaches a Ready Pod. Host services (Forward) are TCP
 //     forwarders on the gateway address to loopback targets. There is no
 //     NAT and no forwarding anywhere else; Close removes every namespace,
-//     veth and the bridge.
+//     veth and the bridge, and so does a watchdog process if the test
+//     process dies without closing (watchdog.go).
 //   - Logs: each container's stdout and stderr go to a CRI-format file
 //     that kwok serves as the Pod's log through the API server (logs.go).
 package dataplane
@@ -213,6 +214,9 @@ func (d *DataPlane) setUp() error {
 	}
 	d.bridge, err = testenv.NewBridge(d.opts.Gateway, d.opts.Bridge)
 	if err != nil {
+		return err
+	}
+	if err := d.startWatchdog(); err != nil {
 		return err
 	}
 	d.logs, err = newLogRegistry(d.opts.Config, d.opts.Logf)
@@ -453,6 +457,7 @@ func (d *DataPlane) Close() error {
 }
 
 func (d *DataPlane) cleanUp() error {
+	d.stopWatchdog()
 	var errs []error
 	if d.bridge != nil {
 		errs = append(errs, d.bridge.Close())

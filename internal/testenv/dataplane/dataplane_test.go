@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -278,4 +282,61 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// A test process that dies without closing its data plane (go test's
+// -timeout, SIGKILL) leaves nothing behind: the watchdog kills what runs
+// in its namespaces and deletes them and the bridge.
+func TestWatchdog(t *testing.T) {
+	testenv.RequireNetns(t)
+	if os.Getenv("PORTICO_DATAPLANE_WATCHDOG_CHILD") == "1" {
+		// The child: a data plane (no API server needed for this), one
+		// namespace with a process in it, then death without Close.
+		dp, err := New(Options{Config: &rest.Config{Host: "http://127.0.0.1:1"}, Runtimes: []Runtime{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := dp.bridge.AddNamespace(netip.MustParseAddr("10.244.9.9"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sleep := exec.Command("ip", "netns", "exec", n.Name, "sleep", "600")
+		sleep.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := sleep.Start(); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("bridge=%s netns=%s pid=%d dir=%s\n", dp.bridge.Name, n.Name, sleep.Process.Pid, dp.dir)
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWatchdog$")
+	cmd.Env = append(os.Environ(), "PORTICO_DATAPLANE_WATCHDOG_CHILD=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	var bridge, ns, dir string
+	var pid int
+	line := strings.TrimSpace(strings.Split(string(out), "\n")[0])
+	if _, err := fmt.Sscanf(line, "bridge=%s netns=%s pid=%d dir=%s", &bridge, &ns, &pid, &dir); err != nil {
+		t.Fatalf("child said %q: %v", out, err)
+	}
+	eventually(t, 15*time.Second, "the watchdog to clean up", func() error {
+		var left []string
+		if exec.Command("ip", "link", "show", bridge).Run() == nil {
+			left = append(left, "bridge "+bridge)
+		}
+		if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(" "+strings.ReplaceAll(string(out), "\n", " "), " "+ns+" ") {
+			left = append(left, "netns "+ns)
+		}
+		if syscall.Kill(pid, 0) == nil {
+			left = append(left, fmt.Sprintf("process %d", pid))
+		}
+		if _, err := os.Stat(dir); err == nil {
+			left = append(left, "directory "+dir)
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("left: %s", strings.Join(left, ", "))
+		}
+		return nil
+	})
 }
