@@ -48,9 +48,17 @@ type containerRun struct {
 	rt       Runtime
 	sb       *Sandbox
 	log      *criLog
+	mu       sync.Mutex // guards proc, which the probes read
 	proc     Process
 	restarts int
 	retryAt  time.Time
+}
+
+// exited is the current process's Exited.
+func (c *containerRun) exited() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proc.Exited()
 }
 
 func (r *podRun) key() string { return r.pod.Namespace + "/" + r.pod.Name }
@@ -102,7 +110,10 @@ func (r *podRun) sync(ctx context.Context) {
 			c.retryAt = time.Now().Add(backoff(c.restarts))
 			continue
 		}
-		c.proc, c.retryAt = proc, time.Time{}
+		c.mu.Lock()
+		c.proc = proc
+		c.mu.Unlock()
+		c.retryAt = time.Time{}
 	}
 }
 
@@ -261,7 +272,7 @@ func (r *podRun) probe(ctx context.Context) {
 		ok := true
 		for _, c := range r.containers {
 			select {
-			case <-c.proc.Exited():
+			case <-c.exited():
 				ok = false
 			default:
 			}
