@@ -244,9 +244,7 @@ func (r *podRun) stop() {
 	hadNetns := r.netns != nil
 	if hadNetns {
 		r.d.logs.unregister(context.Background(), r.pod)
-		// testenv.Netns.Close deletes the veth when it is still there
-		// after the namespace; the kernel may remove it in between.
-		if err := r.netns.Close(); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+		if err := r.netns.Close(); err != nil {
 			r.logf("removing its network namespace: %v", err)
 		}
 		r.netns = nil
