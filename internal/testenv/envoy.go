@@ -56,6 +56,8 @@ func RequireEnvoy(t testing.TB) string {
 
 // EnvoyOptions says how to start an Envoy.
 type EnvoyOptions struct {
+	// Binary is the Envoy to run (default: EnvoyBinary).
+	Binary string
 	// Bootstrap is the bootstrap's text (YAML or JSON); ConfigPath a file
 	// holding it. With neither, Args must name the configuration.
 	Bootstrap  string
@@ -109,9 +111,12 @@ func StartEnvoy(t testing.TB, opts EnvoyOptions) *Envoy {
 // LaunchEnvoy is StartEnvoy for callers that are not tests (the benchmark
 // suite); they Stop and Close it.
 func LaunchEnvoy(opts EnvoyOptions) (*Envoy, error) {
-	bin, err := EnvoyBinary()
-	if err != nil {
-		return nil, err
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = EnvoyBinary(); err != nil {
+			return nil, err
+		}
 	}
 	// Not t.TempDir: its parent is private to root, and an Envoy run as
 	// another user (Wrap) writes its log and admin address here.

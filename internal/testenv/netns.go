@@ -135,7 +135,12 @@ func (b *Bridge) AddNamespace(addr netip.Addr) (*Netns, error) {
 	cidr := netip.PrefixFrom(addr, b.Prefix.Bits()).String()
 	steps := [][]string{
 		{"ip", "netns", "add", n.Name},
-		{"ip", "link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "netns", n.Name},
+		// eth0's MAC follows from its address, set before it is up: a
+		// neighbour cache on the bridge that learnt an address reused by
+		// a later namespace still holds the right MAC, and none ever
+		// learns one that changes afterwards (which cut a namespace off
+		// for the 30 s an entry stays reachable).
+		{"ip", "link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "address", macFor(addr), "netns", n.Name},
 		{"ip", "link", "set", n.veth, "master", b.Name},
 		{"ip", "link", "set", n.veth, "up"},
 		{"ip", "-n", n.Name, "addr", "add", cidr, "dev", "eth0"},
@@ -153,6 +158,12 @@ func (b *Bridge) AddNamespace(addr netip.Addr) (*Netns, error) {
 	b.spaces[n.Name] = n
 	b.mu.Unlock()
 	return n, nil
+}
+
+// macFor is a locally administered unicast MAC derived from addr.
+func macFor(addr netip.Addr) string {
+	b := addr.As16()
+	return fmt.Sprintf("02:50:%02x:%02x:%02x:%02x", b[12], b[13], b[14], b[15])
 }
 
 // AddAddress adds another address (e.g. a load-balancer address) to the

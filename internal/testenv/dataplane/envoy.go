@@ -1,18 +1,14 @@
 package dataplane
 
-// Envoy containers run through testenv.StartEnvoy, the helper every Envoy
-// test uses (admin address file, log file, process group, stop). It takes
-// a testing.TB because tests start Envoys; here Envoys come and go with
-// Pods while one test runs, so each gets a processTB of its own: its
-// cleanups run when the Pod stops, its Fatal becomes Start's error.
+// Envoy containers run through testenv.LaunchEnvoy, the helper every
+// Envoy test uses (admin address file, log file, process group, stop);
+// they come and go with their Pods.
 
 import (
 	"fmt"
 	"path"
-	"slices"
 	"strings"
 	"sync"
-	"testing"
 
 	"github.com/portico-dev/portico/internal/testenv"
 )
@@ -66,21 +62,19 @@ func (r *EnvoyRuntime) Start(c *Container, sb *Sandbox) (Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	tb := &processTB{name: c.Pod.Namespace + "/" + c.Pod.Name + "/" + c.Spec.Name, logf: sb.Logf}
-	e, err := tb.run(func() *testenv.Envoy {
-		return testenv.StartEnvoy(tb, testenv.EnvoyOptions{
-			ConfigPath: cfg, Args: rest, Wrap: wrap, Env: c.Env, Dial: sb.Netns.DialContext,
-		})
+	e, err := testenv.LaunchEnvoy(testenv.EnvoyOptions{
+		Binary: r.Binary, ConfigPath: cfg, Args: rest, Wrap: wrap, Env: c.Env, Dial: sb.Netns.DialContext,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &envoyProcess{e: e, tb: tb}, nil
+	return &envoyProcess{e: e, name: c.Pod.Namespace + "/" + c.Pod.Name + "/" + c.Spec.Name, logf: sb.Logf}, nil
 }
 
 type envoyProcess struct {
 	e    *testenv.Envoy
-	tb   *processTB
+	name string
+	logf func(format string, args ...any)
 	once sync.Once
 }
 
@@ -90,10 +84,12 @@ func (p *envoyProcess) Stop() {
 	p.once.Do(func() {
 		select {
 		case <-p.e.Exited():
-			p.tb.Fail() // it died: its cleanup logs the end of its log
+			// It died: the end of its log says why.
+			p.logf("%s: envoy exited (%v); its log ends:\n%s", p.name, p.e.ExitErr(), p.Tail())
 		default:
 		}
-		p.tb.close()
+		_ = p.e.Stop()
+		_ = p.e.Close()
 	})
 }
 
@@ -107,81 +103,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// processTB is the testing.TB of one Envoy process. It implements what
-// testenv.StartEnvoy uses; the embedded nil TB makes anything else panic,
-// which run turns into an error.
-type processTB struct {
-	testing.TB
-	name string
-	logf func(format string, args ...any)
-
-	mu       sync.Mutex
-	failed   bool
-	cleanups []func()
-}
-
-type fatalPanic struct{ msg string }
-
-func (t *processTB) run(start func() *testenv.Envoy) (e *testenv.Envoy, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			t.Fail()
-			t.close()
-			if f, ok := r.(fatalPanic); ok {
-				err = fmt.Errorf("%s", f.msg)
-			} else {
-				err = fmt.Errorf("starting envoy: %v", r)
-			}
-		}
-	}()
-	return start(), nil
-}
-
-func (t *processTB) Helper()      {}
-func (t *processTB) Name() string { return t.name }
-func (t *processTB) Log(args ...any) {
-	t.logf("%s: %s", t.name, fmt.Sprint(args...))
-}
-func (t *processTB) Logf(format string, args ...any) {
-	t.logf("%s: %s", t.name, fmt.Sprintf(format, args...))
-}
-func (t *processTB) Fail() {
-	t.mu.Lock()
-	t.failed = true
-	t.mu.Unlock()
-}
-func (t *processTB) Failed() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.failed
-}
-func (t *processTB) Error(args ...any)                 { t.Fail(); t.Log(args...) }
-func (t *processTB) Errorf(format string, args ...any) { t.Fail(); t.Logf(format, args...) }
-func (t *processTB) FailNow()                          { t.Fatal("FailNow") }
-func (t *processTB) Fatal(args ...any)                 { t.Fail(); panic(fatalPanic{fmt.Sprint(args...)}) }
-func (t *processTB) Fatalf(format string, args ...any) {
-	t.Fail()
-	panic(fatalPanic{fmt.Sprintf(format, args...)})
-}
-func (t *processTB) Skip(args ...any)                 { t.Fatal(args...) }
-func (t *processTB) Skipf(format string, args ...any) { t.Fatalf(format, args...) }
-func (t *processTB) SkipNow()                         { t.Fatal("SkipNow") }
-func (t *processTB) Skipped() bool                    { return false }
-func (t *processTB) Cleanup(f func()) {
-	t.mu.Lock()
-	t.cleanups = append(t.cleanups, f)
-	t.mu.Unlock()
-}
-
-// close runs the cleanups, last first.
-func (t *processTB) close() {
-	t.mu.Lock()
-	fs := slices.Clone(t.cleanups)
-	t.cleanups = nil
-	t.mu.Unlock()
-	for i := len(fs) - 1; i >= 0; i-- {
-		fs[i]()
-	}
 }

@@ -197,15 +197,10 @@ func (r *podRun) start(ctx context.Context) error {
 	return nil
 }
 
-// setUpNetns gives eth0 a MAC derived from ip, removes the default route
+// setUpNetns removes the default route
 // (the Pod reaches the bridge's prefix only) and applies the Pod's net.*
 // sysctls, which are per network namespace.
 func (r *podRun) setUpNetns(ip netip.Addr) error {
-	a := ip.As4()
-	mac := fmt.Sprintf("02:50:%02x:%02x:%02x:%02x", a[0], a[1], a[2], a[3])
-	if err := command("ip", "-n", r.netns.Name, "link", "set", "dev", "eth0", "address", mac); err != nil {
-		return err
-	}
 	if err := command("ip", "-n", r.netns.Name, "route", "del", "default"); err != nil {
 		return err
 	}
