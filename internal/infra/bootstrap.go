@@ -15,7 +15,6 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -108,15 +107,6 @@ func bootstrap(ns, gw string, p Params) (string, error) {
 	if serverName == "" {
 		serverName = host
 	}
-	// initial_fetch_timeout 0: Envoy's initialization waits for the first
-	// listeners and clusters however long xDS takes. With Envoy's default
-	// (15 s) a proxy that cannot reach xDS finishes initializing without
-	// configuration, turns LIVE and would be reported Ready.
-	ads := &corev3.ConfigSource{
-		ResourceApiVersion:    corev3.ApiVersion_V3,
-		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-		InitialFetchTimeout:   durationpb.New(0),
-	}
 	// The client certificate and the CA come by file-based SDS watching
 	// the mounted Secret's directory, so Envoy picks up rotated
 	// certificates without a restart (Kubernetes swaps the files
@@ -155,14 +145,9 @@ func bootstrap(ns, gw string, p Params) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h2, err := anypb.New(&upstreamhttpv3.HttpProtocolOptions{
-		UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
-			ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
-				ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
-					Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
-				},
-			},
-		},
+	xds, err := xdsCluster(host, uint32(port), 5*time.Second, &corev3.TransportSocket{
+		Name:       "envoy.transport_sockets.tls",
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsAny},
 	})
 	if err != nil {
 		return "", err
@@ -174,37 +159,9 @@ func bootstrap(ns, gw string, p Params) (string, error) {
 	b := &bootstrapv3.Bootstrap{
 		Node:  &corev3.Node{Cluster: ns + "/" + gw},
 		Admin: &bootstrapv3.Admin{Address: socket("127.0.0.1", adminPort)},
-		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
-			AdsConfig: &corev3.ApiConfigSource{
-				ApiType:             corev3.ApiConfigSource_DELTA_GRPC,
-				TransportApiVersion: corev3.ApiVersion_V3,
-				GrpcServices: []*corev3.GrpcService{{
-					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsClusterName}},
-				}},
-				SetNodeOnFirstMessageOnly: true,
-			},
-			LdsConfig: ads,
-			CdsConfig: ads,
-		},
+		DynamicResources: adsResources(),
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
-			Clusters: []*clusterv3.Cluster{adminCluster(), {
-				Name:                 xdsClusterName,
-				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
-				ConnectTimeout:       durationpb.New(5 * time.Second),
-				TypedExtensionProtocolOptions: map[string]*anypb.Any{
-					"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2,
-				},
-				TransportSocket: &corev3.TransportSocket{
-					Name:       "envoy.transport_sockets.tls",
-					ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsAny},
-				},
-				LoadAssignment: &endpointv3.ClusterLoadAssignment{
-					ClusterName: xdsClusterName,
-					Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
-						HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket(host, uint32(port))}},
-					}}}},
-				},
-			}},
+			Clusters: []*clusterv3.Cluster{adminCluster(), xds},
 			Listeners: []*listenerv3.Listener{{
 				Name:    "portico-ready",
 				Address: socket("0.0.0.0", readyPort),

@@ -31,6 +31,55 @@ func StandaloneBootstrap(gateway, nodeID, xdsAddress, adminAddress string) (stri
 	if err != nil {
 		return "", fmt.Errorf("infra: admin address: %w", err)
 	}
+	xds, err := xdsCluster(host, port, time.Second, nil)
+	if err != nil {
+		return "", err
+	}
+	b := &bootstrapv3.Bootstrap{
+		Node:             &corev3.Node{Id: nodeID, Cluster: gateway},
+		Admin:            &bootstrapv3.Admin{Address: socket(adminHost, adminPort)},
+		DynamicResources: adsResources(),
+		StaticResources:  &bootstrapv3.Bootstrap_StaticResources{Clusters: []*clusterv3.Cluster{xds}},
+	}
+	if err := b.ValidateAll(); err != nil {
+		return "", fmt.Errorf("infra: standalone bootstrap of %s: %w", gateway, err)
+	}
+	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(b)
+	if err != nil {
+		return "", err
+	}
+	return string(out) + "\n", nil
+}
+
+// adsResources: listeners and clusters by ADS over Delta gRPC from the
+// xDS cluster. initial_fetch_timeout 0: Envoy's initialization waits for
+// the first listeners and clusters however long xDS takes. With Envoy's
+// default (15 s) a proxy that cannot reach xDS finishes initializing
+// without configuration, turns LIVE and would be reported Ready.
+func adsResources() *bootstrapv3.Bootstrap_DynamicResources {
+	ads := &corev3.ConfigSource{
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		InitialFetchTimeout:   durationpb.New(0),
+	}
+	return &bootstrapv3.Bootstrap_DynamicResources{
+		AdsConfig: &corev3.ApiConfigSource{
+			ApiType:             corev3.ApiConfigSource_DELTA_GRPC,
+			TransportApiVersion: corev3.ApiVersion_V3,
+			GrpcServices: []*corev3.GrpcService{{
+				TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsClusterName}},
+			}},
+			SetNodeOnFirstMessageOnly: true,
+		},
+		LdsConfig: ads,
+		CdsConfig: ads,
+	}
+}
+
+// xdsCluster is the static cluster of the xDS server at host:port
+// (resolved by DNS), over HTTP/2 (gRPC), with transport ts (nil:
+// plaintext).
+func xdsCluster(host string, port uint32, connectTimeout time.Duration, ts *corev3.TransportSocket) (*clusterv3.Cluster, error) {
 	h2, err := anypb.New(&upstreamhttpv3.HttpProtocolOptions{
 		UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
 			ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
@@ -41,53 +90,23 @@ func StandaloneBootstrap(gateway, nodeID, xdsAddress, adminAddress string) (stri
 		},
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	ads := &corev3.ConfigSource{
-		ResourceApiVersion:    corev3.ApiVersion_V3,
-		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-		InitialFetchTimeout:   durationpb.New(0),
-	}
-	b := &bootstrapv3.Bootstrap{
-		Node:  &corev3.Node{Id: nodeID, Cluster: gateway},
-		Admin: &bootstrapv3.Admin{Address: socket(adminHost, adminPort)},
-		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
-			AdsConfig: &corev3.ApiConfigSource{
-				ApiType:             corev3.ApiConfigSource_DELTA_GRPC,
-				TransportApiVersion: corev3.ApiVersion_V3,
-				GrpcServices: []*corev3.GrpcService{{
-					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsClusterName}},
-				}},
-				SetNodeOnFirstMessageOnly: true,
-			},
-			LdsConfig: ads,
-			CdsConfig: ads,
+	return &clusterv3.Cluster{
+		Name:                 xdsClusterName,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
+		ConnectTimeout:       durationpb.New(connectTimeout),
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{
+			"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2,
 		},
-		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
-			Clusters: []*clusterv3.Cluster{{
-				Name:                 xdsClusterName,
-				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
-				ConnectTimeout:       durationpb.New(time.Second),
-				TypedExtensionProtocolOptions: map[string]*anypb.Any{
-					"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2,
-				},
-				LoadAssignment: &endpointv3.ClusterLoadAssignment{
-					ClusterName: xdsClusterName,
-					Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
-						HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket(host, port)}},
-					}}}},
-				},
-			}},
+		TransportSocket: ts,
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: xdsClusterName,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket(host, port)}},
+			}}}},
 		},
-	}
-	if err := b.ValidateAll(); err != nil {
-		return "", fmt.Errorf("infra: standalone bootstrap of %s: %w", gateway, err)
-	}
-	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(b)
-	if err != nil {
-		return "", err
-	}
-	return string(out) + "\n", nil
+	}, nil
 }
 
 func hostPort(addr string) (string, uint32, error) {
