@@ -18,14 +18,14 @@
 //     readiness probes, run from the host against the Pod's IP.
 //   - What runs is behind one seam, Runtime (runtime.go): EnvoyRuntime for
 //     Portico's proxies (image envoyproxy/envoy, through
-//     testenv.StartEnvoy) and EchoBasic for the conformance suite's
+//     testenv.LaunchEnvoy) and EchoBasic for the conformance suite's
 //     backend; an image no runtime handles is reported (Unsupported) and
 //     its Pod left alone.
 //   - Network: testenv.Bridge and testenv.Netns. The bridge holds the
 //     gateway address (outside kwok's pod range, which kwok hands out from
 //     its first address on), each namespace its Pod's IP on eth0 with a
-//     MAC derived from the IP (kwok reuses the IPs of deleted Pods; the
-//     neighbours' ARP entries then stay right) and no default route:
+//     MAC derived from the IP by testenv (kwok reuses the IPs of deleted
+//     Pods; the neighbours' ARP entries then stay right) and no default route:
 //     a Pod reaches the bridge's prefix and nothing else. Load-balancer
 //     addresses come from a pool inside the bridge's prefix and outside
 //     the pod range; each is added to one Ready Pod's namespace and moved
