@@ -157,8 +157,8 @@ func bootstrap(ns, gw string, p Params) (string, error) {
 		return "", err
 	}
 	b := &bootstrapv3.Bootstrap{
-		Node:  &corev3.Node{Cluster: ns + "/" + gw},
-		Admin: &bootstrapv3.Admin{Address: socket("127.0.0.1", adminPort)},
+		Node:             &corev3.Node{Cluster: ns + "/" + gw},
+		Admin:            &bootstrapv3.Admin{Address: socket("127.0.0.1", adminPort)},
 		DynamicResources: adsResources(),
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
 			Clusters: []*clusterv3.Cluster{adminCluster(), xds},
