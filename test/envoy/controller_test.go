@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,23 +22,24 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	pb "sigs.k8s.io/gateway-api/conformance/echo-basic/grpcechoserver"
 
-	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/pki"
 	"github.com/portico-dev/portico/internal/provider/kube"
 	"github.com/portico-dev/portico/internal/testenv"
+	"github.com/portico-dev/portico/internal/testenv/dataplane"
 )
 
 // startAPIServer starts a real kube-apiserver and etcd (envtest) with the
-// Gateway API and Portico CRDs, and returns a client and the path of a
-// cluster-admin kubeconfig.
-func startAPIServer(t *testing.T) (client.Client, string) {
+// Gateway API and Portico CRDs, and returns a client, a clientset and the
+// path of a cluster-admin kubeconfig.
+func startAPIServer(t *testing.T) (client.Client, kubernetes.Interface, string) {
 	t.Helper()
 	assets, err := testenv.BinaryDir()
 	if err != nil {
@@ -66,11 +66,15 @@ func startAPIServer(t *testing.T) (client.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return c, kubeconfig
+	return c, cs, kubeconfig
 }
 
 // freePort is a port free on addr just now.
@@ -85,18 +89,23 @@ func freePort(t *testing.T, addr string) int {
 }
 
 // TestProvisionedProxy runs `portico controller` (mutual TLS on xDS,
-// provisioning on) against a real API server, takes the Deployment,
-// ConfigMap and client-certificate Secret it provisions for a Gateway,
-// lays the volumes out as a kubelet does and runs Envoy as the
-// Deployment's container would: in a network namespace of its own (the
-// Pod's IP), as the container's user, with the Pod's fsGroup. It checks
+// provisioning on) against a real API server, makes a Pod of the
+// Deployment it provisions for a Gateway, and runs that Pod's Envoy as a
+// kubelet would (the local data plane's dataplane.ResolveContainer: the
+// bootstrap ConfigMap and client-certificate Secret volumes laid out and
+// mounted, the arguments expanded, the container's user and the Pod's
+// fsGroup) in a network namespace of its own (the Pod's IP). It checks
 // that the proxy connects over mTLS, ACKs its configuration, becomes
-// Ready only with it, keeps admin on loopback, and serves a route.
+// Ready only with it, keeps admin on loopback, and serves HTTP, HTTPS
+// with the Gateway's certificate by SDS and gRPC. A second Envoy of the
+// same Pod, in a namespace from which xDS cannot be reached, is never
+// Ready, not even after Envoy's default initial fetch timeout (15 s):
+// it waits for its configuration however long it takes.
 func TestProvisionedProxy(t *testing.T) {
 	testenv.RequireEnvoy(t)
 	testenv.RequireNetns(t)
 	echo := testenv.RequireEcho(t)
-	k8s, kubeconfig := startAPIServer(t)
+	k8s, cs, kubeconfig := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -211,21 +220,27 @@ func TestProvisionedProxy(t *testing.T) {
 		return nil
 	})
 
-	pod := podOf(t, &dep, map[string]corev1.ConfigMap{cm.Name: cm}, map[string]corev1.Secret{cert.Name: cert}, "edge-abc12")
-	// A kubelet would probe 10.248.0.2:19002 (the readiness probe).
-	probe := dep.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet
-	probeURL := fmt.Sprintf("http://%s:%d%s", proxyNS.Addr, probe.Port.IntValue(), probe.Path)
-
-	wrap, err := pod.container.Prepare(t.TempDir())
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "edge-abc12", Namespace: "apps", Labels: dep.Spec.Template.Labels},
+		Spec: dep.Spec.Template.Spec}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	ctr, err := dataplane.ResolveContainer(ctx, cs, pod, &pod.Spec.Containers[0], 65532)
 	if err != nil {
 		t.Fatal(err)
 	}
-	envoy := testenv.StartEnvoy(t, testenv.EnvoyOptions{
-		Args: pod.args,
-		Env:  pod.env,
-		Wrap: func(argv []string) []string { return proxyNS.Wrap(wrap(argv)) },
-		Dial: proxyNS.DialContext,
-	})
+	// A kubelet would probe 10.248.0.2:19002 (the readiness probe).
+	probe := pod.Spec.Containers[0].ReadinessProbe.HTTPGet
+	probeURL := fmt.Sprintf("http://%s:%d%s", proxyNS.Addr, probe.Port.IntValue(), probe.Path)
+
+	// The same Pod's Envoy where xDS is out of reach, started first.
+	cutOffNS, err := testenv.NewIsolatedNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cutOffNS.Close() })
+	cutOff := startPodEnvoy(t, ctr, cutOffNS)
+	envoy := startPodEnvoy(t, ctr, proxyNS)
 	if err := envoy.WaitLive(60 * time.Second); err != nil {
 		t.Fatalf("the provisioned proxy did not get its configuration: %v", err)
 	}
@@ -287,41 +302,30 @@ func TestProvisionedProxy(t *testing.T) {
 			return getOK(c, fmt.Sprintf("http://%s:8080/hello", proxyNS.Addr), "web.example.com")
 		})
 	})
+	t.Run("never Ready without xDS", func(t *testing.T) { neverReady(t, cutOff, cutOffNS) })
 }
 
-// TestProxyWithoutXDSNeverReady boots the provisioned bootstrap in a
-// namespace from which the xDS server cannot be reached, and checks that
-// the proxy is not Ready after Envoy's default initial fetch timeout
-// (15 s) has passed: it must wait for its configuration however long.
-func TestProxyWithoutXDSNeverReady(t *testing.T) {
-	testenv.RequireEnvoy(t)
-	testenv.RequireNetns(t)
-	t.Parallel()
-	ns, err := testenv.NewIsolatedNamespace()
+// startPodEnvoy runs the Pod's Envoy container c in ns.
+func startPodEnvoy(t *testing.T, c *dataplane.Container, ns *testenv.Netns) *testenv.Envoy {
+	t.Helper()
+	wrap, err := c.Process.Prepare(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ns.Close() })
-	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "apps"}, Spec: gwv1.GatewaySpec{GatewayClassName: "portico"}}
-	objs, err := infra.Render(gw, v1alpha1Spec(), []int32{8080}, infra.Params{XDSAddress: "10.248.9.9:18000", XDSServerName: "portico-xds.portico-system.svc"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dep := deploymentFrom(t, objs)
-	cm := corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: infra.Name("edge")}, Data: objs.ConfigMap.Data}
-	// Any client certificate will do: the connection never gets that far.
-	sec := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: infra.ClientCertSecretName("edge")}, Data: map[string][]byte{"tls.crt": nil, "tls.key": nil, "ca.crt": nil}}
-	pod := podOf(t, dep, map[string]corev1.ConfigMap{cm.Name: cm}, map[string]corev1.Secret{sec.Name: sec}, "edge-0")
-	wrap, err := pod.container.Prepare(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	envoy := testenv.StartEnvoy(t, testenv.EnvoyOptions{Args: pod.args, Env: pod.env, Dial: ns.DialContext,
-		Wrap: func(argv []string) []string { return ns.Wrap(wrap(argv)) }})
+	return testenv.StartEnvoy(t, testenv.EnvoyOptions{
+		Args: c.Args, Env: c.Env, Dial: ns.DialContext,
+		Wrap: func(argv []string) []string { return ns.Wrap(wrap(argv)) },
+	})
+}
+
+// neverReady checks that envoy, which cannot reach xDS, is not Ready
+// until it has been up for longer than Envoy's default initial fetch
+// timeout, and that it has not given up waiting then.
+func neverReady(t *testing.T, envoy *testenv.Envoy, ns *testenv.Netns) {
+	t.Helper()
 	probe := &http.Client{Transport: &http.Transport{DialContext: ns.DialContext}, Timeout: 2 * time.Second}
-	// Probe until Envoy has been up for longer than its default initial
-	// fetch timeout (by its own uptime, so a slow start under load does
-	// not shorten the window).
+	// By Envoy's own uptime, so a slow start under load does not shorten
+	// the window.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		if resp, err := probe.Get("http://127.0.0.1:19002/ready"); err == nil {
@@ -412,123 +416,4 @@ func expectStatus(url string, want int) error {
 	return nil
 }
 
-// proxyPod is the Envoy container of a provisioned Deployment as a
-// process: its volumes and user, its args and env as the kubelet expands
-// them.
-type proxyPod struct {
-	container testenv.Container
-	args      []string
-	env       []string
-}
-
-// podOf reads what a kubelet would from the Deployment's Pod template,
-// with the ConfigMaps and Secrets its volumes name, for a Pod podName.
-func podOf(t *testing.T, dep *appsv1.Deployment, cms map[string]corev1.ConfigMap, secrets map[string]corev1.Secret, podName string) proxyPod {
-	t.Helper()
-	spec := dep.Spec.Template.Spec
-	if len(spec.Containers) != 1 {
-		t.Fatalf("proxy Pod has %d containers", len(spec.Containers))
-	}
-	ctr := spec.Containers[0]
-	p := proxyPod{container: testenv.Container{RunAsUser: 0, RunAsGroup: -1, FSGroup: -1}}
-	if sc := spec.SecurityContext; sc != nil {
-		if sc.RunAsUser != nil {
-			p.container.RunAsUser = *sc.RunAsUser
-		}
-		if sc.RunAsGroup != nil {
-			p.container.RunAsGroup = *sc.RunAsGroup
-		}
-		if sc.FSGroup != nil {
-			p.container.FSGroup = *sc.FSGroup
-		}
-	}
-	if sc := ctr.SecurityContext; sc != nil {
-		if sc.RunAsUser != nil {
-			p.container.RunAsUser = *sc.RunAsUser
-		}
-		if sc.RunAsGroup != nil {
-			p.container.RunAsGroup = *sc.RunAsGroup
-		}
-	}
-	vols := map[string]corev1.Volume{}
-	for _, v := range spec.Volumes {
-		vols[v.Name] = v
-	}
-	for _, m := range ctr.VolumeMounts {
-		v, ok := vols[m.Name]
-		if !ok {
-			t.Fatalf("mount %s names no volume", m.Name)
-		}
-		vol := testenv.Volume{MountPath: m.MountPath, Files: map[string][]byte{}}
-		switch {
-		case v.ConfigMap != nil:
-			cm, ok := cms[v.ConfigMap.Name]
-			if !ok {
-				t.Fatalf("volume %s: no ConfigMap %s", v.Name, v.ConfigMap.Name)
-			}
-			for k, d := range cm.Data {
-				vol.Files[k] = []byte(d)
-			}
-			if v.ConfigMap.DefaultMode != nil {
-				vol.Mode = os.FileMode(*v.ConfigMap.DefaultMode)
-			}
-		case v.Secret != nil:
-			sec, ok := secrets[v.Secret.SecretName]
-			if !ok {
-				t.Fatalf("volume %s: no Secret %s", v.Name, v.Secret.SecretName)
-			}
-			for k, d := range sec.Data {
-				vol.Files[k] = d
-			}
-			if v.Secret.DefaultMode != nil {
-				vol.Mode = os.FileMode(*v.Secret.DefaultMode)
-			}
-		default:
-			t.Fatalf("volume %s: only ConfigMap and Secret volumes are laid out", v.Name)
-		}
-		p.container.Volumes = append(p.container.Volumes, vol)
-	}
-	vars := map[string]string{}
-	for _, e := range ctr.Env {
-		val := e.Value
-		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
-			switch e.ValueFrom.FieldRef.FieldPath {
-			case "metadata.name":
-				val = podName
-			case "metadata.namespace":
-				val = dep.Namespace
-			default:
-				t.Fatalf("env %s: field %s", e.Name, e.ValueFrom.FieldRef.FieldPath)
-			}
-		}
-		vars[e.Name] = val
-		p.env = append(p.env, e.Name+"="+val)
-	}
-	for _, a := range ctr.Args {
-		for k, v := range vars {
-			a = strings.ReplaceAll(a, "$("+k+")", v)
-		}
-		p.args = append(p.args, a)
-	}
-	return p
-}
-
 func intOrStr(i int32) intstr.IntOrString { return intstr.FromInt32(i) }
-
-// v1alpha1Spec is the ProxyConfig of a Gateway with none: the defaults.
-func v1alpha1Spec() v1alpha1.ProxyConfigSpec { return v1alpha1.ProxyConfigSpec{} }
-
-// deploymentFrom is the Deployment of rendered proxy objects, as the API
-// server would store it.
-func deploymentFrom(t *testing.T, objs *infra.Objects) *appsv1.Deployment {
-	t.Helper()
-	data, err := json.Marshal(objs.Deployment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dep appsv1.Deployment
-	if err := json.Unmarshal(data, &dep); err != nil {
-		t.Fatal(err)
-	}
-	return &dep
-}

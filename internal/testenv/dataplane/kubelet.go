@@ -35,10 +35,10 @@ type Container struct {
 	Process testenv.Container
 }
 
-// resolveContainer resolves c of pod, reading ConfigMaps and Secrets
+// ResolveContainer resolves c of pod as a kubelet would, reading ConfigMaps and Secrets
 // with cs. defaultUser is the image's user (its USER), used when neither
 // the container nor the Pod sets runAsUser.
-func resolveContainer(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, c *corev1.Container, defaultUser int64) (*Container, error) {
+func ResolveContainer(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, c *corev1.Container, defaultUser int64) (*Container, error) {
 	env, err := resolveEnv(ctx, cs, pod, c)
 	if err != nil {
 		return nil, err

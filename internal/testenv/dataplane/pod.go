@@ -145,7 +145,7 @@ func (r *podRun) start(ctx context.Context) error {
 	// whose Secret is not there yet gets no namespace until it is.
 	var specs []*Container
 	for i := range p.Spec.Containers {
-		c, err := resolveContainer(ctx, r.d.cs, p, &p.Spec.Containers[i], rts[i].DefaultUser(p.Spec.Containers[i].Image))
+		c, err := ResolveContainer(ctx, r.d.cs, p, &p.Spec.Containers[i], rts[i].DefaultUser(p.Spec.Containers[i].Image))
 		if err != nil {
 			return fmt.Errorf("container %s: %w", p.Spec.Containers[i].Name, err)
 		}
