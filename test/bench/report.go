@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/portico-dev/portico/internal/testenv"
 )
 
 // Row is one figure of the table: what, its value and its target.
@@ -269,7 +271,20 @@ func writeMethod(p func(string, ...any), d *Details) {
 	p(" resource holding that path. The route is then deleted and its removal awaited. Under churn, routes change")
 	p(" and Pods restart meanwhile.\n")
 	p("- **Endpoint propagation**: a Pod selected by a Service behind a route is created; from the moment the")
-	p(" suite's watch sees it Ready (kwok), until its IP is in a ClusterLoadAssignment the follower pushed.\n")
+	p(" suite's watch sees it Ready (kwok), until its IP is in a ClusterLoadAssignment the follower pushed. details.json")
+	p(" splits it where the suite's watch sees the EndpointSlice holding the IP: `pod_ready_to_endpointslice` (the")
+	p(" EndpointSlice controller and the API server) and `endpointslice_to_eds` (the watch's delivery to the follower,")
+	p(" its translation and push).\n")
+	p("- **Through a real Envoy** (issue 13): Envoy %s (hack/envoy.sh) boots from the bootstrap Portico provisions for", testenv.EnvoyVersion)
+	p(" the probe Gateway, with its client certificate, as the Deployment's container (its user, fsGroup and sysctl) in a")
+	p(" network namespace of its own, and connects over mTLS to the follower (through a forwarder: the replicas listen on")
+	p(" loopback). Two echo backends in namespaces of their own sit behind a Service whose EndpointSlice the suite writes.")
+	p(" *Route create → first 200*: a route with a unique path to that Service is created; the time until a GET for the")
+	p(" path through Envoy (one every %s) answers 200; the route is then deleted and Envoy's 404 awaited. *EndpointSlice", e2ePoll)
+	p(" change → new backend*: the slice is pointed at the other backend; until a response comes from it. *Failed requests*:")
+	p(" %d requests/s to a stable route for the churn window, under the churn (route changes, Pod restarts) and a rolling", StreamRate)
+	p(" change of the route's backend every second (the new endpoint added, then the old one removed); a request fails")
+	p(" unless a backend answers 200. *Envoy RSS*: VmRSS of the Envoy process after the quiet probes.\n")
 	p("- **Status convergence**: 1,000 routes to a new Gateway created at once (32 concurrent creates); until")
 	p(" the Gateway's listener counts 1,000 attachedRoutes and every route is Accepted. Writes are the status")
 	p(" updates by Portico in the kube-apiserver audit log during that window. **Status floor**: the same 1,000 creates,")
