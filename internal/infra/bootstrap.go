@@ -206,8 +206,8 @@ func adminCluster() *clusterv3.Cluster {
 // initializing or draining. Nothing else of the admin interface is
 // reachable through it. Static listeners accept connections only once
 // Envoy's initialization is done, and that waits for xDS (see
-// InitialFetchTimeout above), so before its configuration has arrived a
-// proxy refuses the probe.
+// adsResources), so before its configuration has arrived a proxy refuses
+// the probe.
 func readyListenerHCM() (*anypb.Any, error) {
 	router, err := anypb.New(&routerv3.Router{})
 	if err != nil {
