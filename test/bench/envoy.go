@@ -9,7 +9,8 @@ package bench
 // (10.249.0.0/24): Envoy in one (the Pod's sysctl lets it bind port 80 as
 // its non-root user), each backend in one. Envoy reaches the follower,
 // which listens on loopback, through a forwarder on the bridge's host
-// address that dials the current follower. Requests go only to these
+// address that dials the current follower (or, failing that, the other
+// replica: every replica serves xDS). Requests go only to these
 // namespaces. The backends sit behind Service "e2e" (no selector) whose
 // EndpointSlice the suite writes, so an endpoint change is a write the
 // suite times, as a Pod's Ready would be.
@@ -25,6 +26,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,9 +76,9 @@ type EnvoyLoop struct {
 }
 
 // StartEnvoyLoop starts the backends, the e2e Service and its
-// EndpointSlice (backend 0), the forwarder to target() and Envoy, and
+// EndpointSlice (backend 0), the forwarder to targets() and Envoy, and
 // waits until Envoy is LIVE and serves the stable route.
-func StartEnvoyLoop(ctx context.Context, c client.Client, target func() string, dir string) (_ *EnvoyLoop, err error) {
+func StartEnvoyLoop(ctx context.Context, c client.Client, targets func() []string, dir string) (_ *EnvoyLoop, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("needs root (network namespaces)")
 	}
@@ -109,7 +111,7 @@ func StartEnvoyLoop(ctx context.Context, c client.Client, target func() string, 
 	if l.fwd, err = net.Listen("tcp", net.JoinHostPort(e2eGateway.String(), "0")); err != nil {
 		return nil, err
 	}
-	l.forward(target)
+	l.forward(targets)
 	if err := l.writeService(ctx); err != nil {
 		return nil, err
 	}
@@ -177,8 +179,9 @@ func (l *EnvoyLoop) startEnvoy(ctx context.Context) error {
 	return err
 }
 
-// forward accepts on l.fwd and splices each connection to target().
-func (l *EnvoyLoop) forward(target func() string) {
+// forward accepts on l.fwd and splices each connection to the first of
+// targets() that accepts.
+func (l *EnvoyLoop) forward(targets func() []string) {
 	l.fwdWG.Add(1)
 	go func() {
 		defer l.fwdWG.Done()
@@ -191,8 +194,13 @@ func (l *EnvoyLoop) forward(target func() string) {
 			go func() {
 				defer l.fwdWG.Done()
 				defer in.Close()
-				out, err := net.DialTimeout("tcp", target(), 5*time.Second)
-				if err != nil {
+				var out net.Conn
+				for _, t := range targets() {
+					if out, err = net.DialTimeout("tcp", t, 2*time.Second); err == nil {
+						break
+					}
+				}
+				if out == nil {
 					return
 				}
 				defer out.Close()
@@ -212,7 +220,8 @@ func (l *EnvoyLoop) Close() error {
 	l.stopOnce.Do(func() {
 		if l.envoy != nil {
 			_ = l.envoy.Stop() // its exit status after SIGTERM says nothing
-			errs = append(errs, l.envoy.Close())
+			// Its log stays with the suite's logs.
+			errs = append(errs, os.WriteFile(filepath.Join(l.dir, "envoy.log"), []byte(l.envoy.Log()), 0o644), l.envoy.Close())
 		}
 		for _, p := range l.echo {
 			_ = p.Stop()

@@ -134,9 +134,23 @@ type suite struct {
 	args     []string
 	replicas []*Replica
 	// loop is the real Envoy of the end-to-end figures (nil without
-	// one); e2eTarget the follower's xDS address it dials.
-	loop      *EnvoyLoop
-	e2eTarget atomic.Value
+	// one); e2eTargets the replicas' xDS addresses it dials, the
+	// follower's first ([]string; every replica serves xDS, so a failover
+	// does not cut it off).
+	loop       *EnvoyLoop
+	e2eTargets atomic.Value
+}
+
+// setE2ETargets points the Envoy loop at follower first, then the other
+// replicas.
+func (s *suite) setE2ETargets(follower *Replica) {
+	targets := []string{follower.XDSAddr}
+	for _, r := range s.replicas {
+		if r != follower {
+			targets = append(targets, r.XDSAddr)
+		}
+	}
+	s.e2eTargets.Store(targets)
 }
 
 func (s *suite) logf(format string, args ...any) {
@@ -301,12 +315,12 @@ func (s *suite) runCluster(ctx context.Context) error {
 func (s *suite) startLoop(ctx context.Context, logs string) {
 	_, follower, err := s.roles(ctx)
 	if err == nil {
-		s.e2eTarget.Store(follower.XDSAddr)
+		s.setE2ETargets(follower)
 		// The client certificate exists once the leader has provisioned.
 		_, err = s.clientTLS(ctx)
 	}
 	if err == nil {
-		s.loop, err = StartEnvoyLoop(ctx, s.cl.Client, func() string { return s.e2eTarget.Load().(string) }, logs)
+		s.loop, err = StartEnvoyLoop(ctx, s.cl.Client, func() []string { return s.e2eTargets.Load().([]string) }, logs)
 	}
 	if err != nil {
 		s.fail("envoy in the loop (end-to-end figures skipped)", err)

@@ -105,7 +105,7 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 
 	// Through a real Envoy: route → first 200, endpoint → new pod, RSS.
 	if s.loop != nil {
-		s.e2eTarget.Store(follower.XDSAddr)
+		s.setE2ETargets(follower)
 		st.EndToEnd = s.e2eQuiet(ctx, n)
 	}
 
@@ -338,6 +338,9 @@ func (s *suite) failover(ctx context.Context) {
 		if err := s.waitReady(ctx, r); err != nil {
 			s.fail("restarting "+leader.Name, err)
 			return
+		}
+		if s.loop != nil {
+			s.setE2ETargets(follower)
 		}
 		if converge {
 			s.drain(ctx, s.cfg.StatusDrainTimeout)
