@@ -96,6 +96,12 @@ type stack struct {
 // default/quickstart), and waits until Envoy is LIVE.
 func startStack(t *testing.T, extra map[string]string, backends ...backend) *stack {
 	t.Helper()
+	return startStackWith(t, nil, extra, backends...)
+}
+
+// startStackWith is startStack with more `portico standalone` flags.
+func startStackWith(t *testing.T, flags []string, extra map[string]string, backends ...backend) *stack {
+	t.Helper()
 	testenv.RequireEnvoy(t)
 	testenv.RequireNetns(t)
 	echo := testenv.RequireEcho(t)
@@ -138,9 +144,9 @@ func startStack(t *testing.T, extra map[string]string, backends ...backend) *sta
 		}
 		s.backends[b.pod] = testenv.StartProcess(t, "backend-"+b.pod, logs, ns.Wrap([]string{echo}), env...)
 	}
-	s.portico = testenv.StartProcess(t, "portico", logs, ns.Wrap([]string{porticoBin, "standalone",
+	s.portico = testenv.StartProcess(t, "portico", logs, ns.Wrap(append([]string{porticoBin, "standalone",
 		"--resources", s.resources, "--xds-address", "127.0.0.1:18000", "--admin-address", "127.0.0.1:19000",
-		"--debounce", "20ms", "--log-level", "debug"}))
+		"--debounce", "20ms", "--log-level", "debug"}, flags...)))
 	for _, b := range backends {
 		s.waitListening(b.port)
 	}
