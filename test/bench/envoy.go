@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -67,8 +66,7 @@ type EnvoyLoop struct {
 	bridge   *testenv.Bridge
 	envoy    *testenv.Envoy
 	echo     []*testenv.Process
-	fwd      net.Listener
-	fwdWG    sync.WaitGroup
+	fwd      *testenv.Forwarder
 	http     *http.Client
 	current  int // index of the backend the Service points at
 	dir      string
@@ -108,10 +106,9 @@ func StartEnvoyLoop(ctx context.Context, c client.Client, targets func() []strin
 		}
 		l.echo = append(l.echo, p)
 	}
-	if l.fwd, err = net.Listen("tcp", net.JoinHostPort(e2eGateway.String(), "0")); err != nil {
+	if l.fwd, err = testenv.Forward(netip.AddrPortFrom(e2eGateway, 0), targets); err != nil {
 		return nil, err
 	}
-	l.forward(targets)
 	if err := l.writeService(ctx); err != nil {
 		return nil, err
 	}
@@ -177,40 +174,6 @@ func (l *EnvoyLoop) startEnvoy(ctx context.Context) error {
 		Dial: ns.DialContext,
 	})
 	return err
-}
-
-// forward accepts on l.fwd and splices each connection to the first of
-// targets() that accepts.
-func (l *EnvoyLoop) forward(targets func() []string) {
-	l.fwdWG.Add(1)
-	go func() {
-		defer l.fwdWG.Done()
-		for {
-			in, err := l.fwd.Accept()
-			if err != nil {
-				return
-			}
-			l.fwdWG.Add(1)
-			go func() {
-				defer l.fwdWG.Done()
-				defer in.Close()
-				var out net.Conn
-				for _, t := range targets() {
-					if out, err = net.DialTimeout("tcp", t, 2*time.Second); err == nil {
-						break
-					}
-				}
-				if out == nil {
-					return
-				}
-				defer out.Close()
-				done := make(chan struct{}, 2)
-				go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
-				go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
-				<-done
-			}()
-		}
-	}()
 }
 
 // Close stops Envoy, the backends and the forwarder and removes the

@@ -50,6 +50,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,7 +118,7 @@ type DataPlane struct {
 	running     map[types.UID]*podRun
 	lbs         map[types.UID]*lbAlloc
 	unsupported map[string]Unsupported // ns/name → why
-	forwarders  []*forwarder
+	forwarders  []*testenv.Forwarder
 }
 
 // New makes the bridge, starts watching the cluster and runs its Pods
@@ -289,7 +290,20 @@ func (d *DataPlane) Gateway() netip.Addr { return d.opts.Gateway }
 // to one of targets (loopback host:port) in turn, until Close.
 func (d *DataPlane) Forward(port uint16, targets ...string) (netip.AddrPort, error) {
 	ap := netip.AddrPortFrom(d.opts.Gateway, port)
-	f, err := forward(ap, targets)
+	for _, t := range targets {
+		if tp, err := netip.ParseAddrPort(t); err != nil || !tp.Addr().IsLoopback() {
+			return ap, fmt.Errorf("dataplane: forward target %q is not a loopback host:port", t)
+		}
+	}
+	if len(targets) == 0 {
+		return ap, fmt.Errorf("dataplane: forward %s: no targets", ap)
+	}
+	// Round robin: each connection starts at the next target.
+	var next atomic.Uint64
+	f, err := testenv.Forward(ap, func() []string {
+		i := int(next.Add(1)-1) % len(targets)
+		return append(append([]string(nil), targets[i:]...), targets[:i]...)
+	})
 	if err != nil {
 		return ap, err
 	}
