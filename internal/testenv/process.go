@@ -45,24 +45,42 @@ func StartProcess(t testing.TB, name, dir string, argv []string, env ...string) 
 // LaunchProcess is StartProcess for callers that are not tests (the
 // benchmark suite): the caller stops it.
 func LaunchProcess(name, dir string, argv []string, env ...string) (*Process, error) {
-	p := &Process{Name: name, OutPath: filepath.Join(dir, name+".out"), exited: make(chan struct{})}
-	out, err := os.Create(p.OutPath)
+	outPath := filepath.Join(dir, name+".out")
+	out, err := os.Create(outPath)
 	if err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	// Its own process group: a wrapper's children are stopped with it.
-	// It dies with this process too.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = out, out
+	p, err := LaunchCommand(name, cmd)
+	if err != nil {
 		out.Close()
+		return nil, err
+	}
+	p.OutPath = outPath
+	go func() {
+		<-p.exited
+		out.Close()
+	}()
+	return p, nil
+}
+
+// LaunchCommand starts cmd, whose environment and output the caller has
+// set, in a process group of its own that dies with this process; Stop
+// stops the group.
+func LaunchCommand(name string, cmd *exec.Cmd) (*Process, error) {
+	p := &Process{Name: name, cmd: cmd, exited: make(chan struct{})}
+	// Its own process group: a wrapper's children are stopped with it.
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGKILL
+	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	go func() {
-		p.exitErr = p.cmd.Wait()
-		out.Close()
+		p.exitErr = cmd.Wait()
 		close(p.exited)
 	}()
 	return p, nil

@@ -16,8 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
 
 	"github.com/portico-dev/portico/internal/testenv"
 )
@@ -127,18 +125,14 @@ func (r *ExecRuntime) Start(c *Container, sb *Sandbox) (Process, error) {
 	argv = wrap(argv)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(baseEnv(), c.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &execProcess{cmd: cmd, exited: make(chan struct{}), tail: &tailBuffer{max: 4096}}
-	cmd.Stdout = io.MultiWriter(sb.Stdout, p.tail)
-	cmd.Stderr = io.MultiWriter(sb.Stderr, p.tail)
-	if err := cmd.Start(); err != nil {
+	tail := &tailBuffer{max: 4096}
+	cmd.Stdout = io.MultiWriter(sb.Stdout, tail)
+	cmd.Stderr = io.MultiWriter(sb.Stderr, tail)
+	proc, err := testenv.LaunchCommand(c.Spec.Name, cmd)
+	if err != nil {
 		return nil, err
 	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	return p, nil
+	return &execProcess{Process: proc, tail: tail}, nil
 }
 
 // baseEnv is what a container's environment starts from: PATH and HOME,
@@ -148,34 +142,17 @@ func baseEnv() []string {
 }
 
 type execProcess struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error
-	tail   *tailBuffer
+	*testenv.Process
+	tail *tailBuffer
 }
 
-func (p *execProcess) Exited() <-chan struct{} { return p.exited }
-
-func (p *execProcess) Stop() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.exited
-	}
-}
+func (p *execProcess) Stop() { _ = p.Process.Stop() }
 
 func (p *execProcess) Tail() string {
 	s := p.tail.String()
 	select {
-	case <-p.exited:
-		s += fmt.Sprintf("\n(exited: %v)", p.err)
+	case <-p.Exited():
+		s += fmt.Sprintf("\n(exited: %v)", p.ExitErr())
 	default:
 	}
 	return s
