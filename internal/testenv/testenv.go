@@ -2,7 +2,13 @@
 // binaries need: the binaries hack/kube-binaries.sh builds, the Gateway API
 // CRDs of the pinned module, and the repository root; and it starts and
 // stops the local kwok cluster of the suites under test/ and installs the
-// CRDs into it (cluster.go). It is used by tests only.
+// CRDs into it (cluster.go). It also runs the real data-plane pieces of
+// traffic tests: Envoy from hack/envoy.sh (envoy.go), the echo backend
+// (echo.go), processes that stop with their test (process.go), network
+// namespaces on a bridge with no route out (netns.go), a Pod's container
+// as a kubelet would lay it out and start it (pod.go), and forwarders from
+// a bridge address to loopback (forward.go). It is used by tests and the
+// benchmark suite only.
 package testenv
 
 import (
