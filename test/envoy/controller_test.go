@@ -234,11 +234,7 @@ func TestProvisionedProxy(t *testing.T) {
 	probeURL := fmt.Sprintf("http://%s:%d%s", proxyNS.Addr, probe.Port.IntValue(), probe.Path)
 
 	// The same Pod's Envoy where xDS is out of reach, started first.
-	cutOffNS, err := testenv.NewIsolatedNamespace()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cutOffNS.Close() })
+	cutOffNS := isolatedNamespace(t)
 	cutOff := startPodEnvoy(t, ctr, cutOffNS)
 	envoy := startPodEnvoy(t, ctr, proxyNS)
 	if err := envoy.WaitLive(60 * time.Second); err != nil {

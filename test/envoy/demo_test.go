@@ -20,11 +20,7 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := testenv.NewIsolatedNamespace()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ns.Close() })
+	ns := isolatedNamespace(t)
 	cmd := exec.Command("timeout", "--kill-after=5s", "180s", "ip", "netns", "exec", ns.Name, filepath.Join(root, "hack", "demo.sh"))
 	cmd.Dir = root
 	cmd.Env = append(cmd.Environ(), "DEMO_CHECK=1")

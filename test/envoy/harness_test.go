@@ -109,15 +109,7 @@ func startStackWith(t *testing.T, flags []string, extra map[string]string, backe
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := testenv.NewIsolatedNamespace()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := ns.Close(); err != nil {
-			t.Errorf("removing network namespace: %v", err)
-		}
-	})
+	ns := isolatedNamespace(t)
 	s := &stack{t: t, ns: ns, resources: t.TempDir(), backends: map[string]*testenv.Process{}}
 	quick := filepath.Join(root, "examples", "quickstart")
 	files, err := filepath.Glob(filepath.Join(quick, "*.yaml"))
@@ -166,6 +158,22 @@ func startStackWith(t *testing.T, flags []string, extra map[string]string, backe
 		t.Fatal(err)
 	}
 	return s
+}
+
+// isolatedNamespace is a network namespace with only a loopback, removed
+// when the test ends.
+func isolatedNamespace(t *testing.T) *testenv.Netns {
+	t.Helper()
+	ns, err := testenv.NewIsolatedNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ns.Close(); err != nil {
+			t.Errorf("removing network namespace: %v", err)
+		}
+	})
+	return ns
 }
 
 // write puts a file into the resources directory atomically (Portico
