@@ -1,4 +1,10 @@
 # Portico — see README.md.
+
+# Go 1.27 (go.mod needs it): the go command fetches this approved toolchain
+# from the Go module proxy (about 76 MB, once per machine). A machine's own Go
+# ignores go.mod's toolchain line, so every target gets it from here.
+export GOTOOLCHAIN := go1.27.3
+
 GO        ?= go
 RESOURCES ?= examples/quickstart
 XDS_ADDR  ?= :18000

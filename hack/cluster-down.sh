@@ -5,6 +5,7 @@
 #   DIR defaults to $PORTICO_CLUSTER_DIR, else _output/cluster in the repo.
 #   DIR itself is removed too unless it is not ours (no marker file).
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: fetched from the Go module proxy
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=kwok/lib.sh

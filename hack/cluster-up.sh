@@ -35,6 +35,7 @@
 #                            once that process is gone (used by test/e2e so
 #                            a killed test run leaves nothing behind)
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: fetched from the Go module proxy
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=kwok/lib.sh

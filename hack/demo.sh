@@ -14,6 +14,7 @@
 # DEMO_CHECK=1 it sends the requests it shows, checks the answers and exits
 # (the test in test/envoy runs it so).
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: fetched from the Go module proxy
 cd "$(dirname "$0")/.."
 OUT=_output/demo
 BIN=_output/bin

@@ -10,6 +10,7 @@
 #
 # Usage: hack/envoy.sh
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: fetched from the Go module proxy
 
 ENVOY_VERSION=1.40.0
 CACHE=${PORTICO_CACHE:-$HOME/.cache/portico}

@@ -12,6 +12,7 @@
 #   With no binary names it builds all of them. --print-dir prints the
 #   directory (for KUBEBUILDER_ASSETS) and nothing else on stdout.
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: fetched from the Go module proxy
 
 K8S_VERSION=v1.37.2
 STAGING_VERSION=v0.37.2

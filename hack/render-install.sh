@@ -15,6 +15,7 @@
 #
 # The helm binary is $HELM, or hack/tools.sh helm.
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: fetched from the Go module proxy
 cd "$(dirname "$0")/.."
 
 NAMESPACE=portico-system

@@ -5,6 +5,7 @@
 #
 # Usage: hack/tools.sh controller-gen|helm
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: fetched from the Go module proxy
 CACHE=${PORTICO_CACHE:-$HOME/.cache/portico}
 DIR=$CACHE/tools
 CONTROLLER_TOOLS_VERSION=v0.23.0

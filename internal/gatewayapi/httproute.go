@@ -129,8 +129,9 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		rs.rules.drop(idx, string(gwv1.RouteReasonIncompatibleFilters), "RequestRedirect and URLRewrite cannot be used in the same rule")
 		return
 	}
-	if rule.Retry != nil {
-		rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), "retry is not supported")
+	retry, rerr := retryPolicy(rule.Retry)
+	if rerr != nil {
+		rs.rules.drop(idx, rerr.reason, rerr.msg)
 		return
 	}
 	if rule.SessionPersistence != nil {
@@ -158,7 +159,7 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 	default:
 		if fwd := set.forward(); fwd != nil {
 			fwd.URLRewrite, fwd.Mirrors = rewrite, mirrors
-			fwd.Timeout, fwd.BackendTimeout = reqTimeout, backendTimeout
+			fwd.Timeout, fwd.BackendTimeout, fwd.Retry = reqTimeout, backendTimeout, retry
 			tmpl.Forward = fwd
 			clusters = append(clusters, set.clusters...)
 		} else {

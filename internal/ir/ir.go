@@ -173,9 +173,26 @@ type Forward struct {
 	Backends   []*WeightedBackend
 	URLRewrite *URLRewrite
 	Mirrors    []*Mirror
-	// Timeout bounds the whole request; BackendTimeout each try upstream.
+	// Timeout bounds the whole request, retries included; BackendTimeout
+	// each try upstream.
 	Timeout        *time.Duration
 	BackendTimeout *time.Duration
+	// Retry is the rule's retry stanza; nil means no retries.
+	Retry *Retry
+}
+
+// Retry retries a request upstream. Connection failures, refused streams
+// and resets before the request was sent are always retried; responses
+// only when their status is in Codes.
+type Retry struct {
+	// Attempts is the number of retries after the first try; 0 disables
+	// retrying.
+	Attempts uint32
+	// Codes are the response statuses retried, sorted and unique.
+	Codes []uint32
+	// Backoff is the base interval between tries; nil means the data
+	// plane's default.
+	Backoff *time.Duration
 }
 
 // WeightedBackend is one backendRef of a rule.

@@ -43,6 +43,7 @@ type weighted struct {
 // endpoint; that is Envoy's retry_policy.per_try_timeout, which applies to
 // the first try too (num_retries 0 adds no retries). max_stream_duration is
 // not used as it bounds the whole downstream stream, not an upstream try.
+// Retries: see retryPolicy.
 func (t *translator) forward(out *routev3.Route, parts *routeParts, f *ir.Forward, match *ir.PathMatch) error {
 	clusters, anyValid := t.weightedClusters(f.Backends)
 	if !anyValid {
@@ -64,17 +65,11 @@ func (t *translator) forward(out *routev3.Route, parts *routeParts, f *ir.Forwar
 		}
 		ra.Timeout = durationpb.New(*f.Timeout)
 	}
-	if f.BackendTimeout != nil {
-		if *f.BackendTimeout < 0 {
-			return fmt.Errorf("negative backend timeout %s", *f.BackendTimeout)
-		}
-		if *f.BackendTimeout > 0 {
-			ra.RetryPolicy = &routev3.RetryPolicy{
-				NumRetries:    wrapperspb.UInt32(0),
-				PerTryTimeout: durationpb.New(*f.BackendTimeout),
-			}
-		}
+	rp, err := retryPolicy(f)
+	if err != nil {
+		return err
 	}
+	ra.RetryPolicy = rp
 	if rw := f.URLRewrite; rw != nil {
 		if rw.Hostname != nil {
 			ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: *rw.Hostname}
