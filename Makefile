@@ -117,7 +117,7 @@ test-install:
 
 .PHONY: conformance
 CONFORMANCE_TIMEOUT ?= 20m
-## conformance: the upstream Gateway API v1.6.3 conformance suite, status
+## conformance: the upstream Gateway API v1.7.0 conformance suite, status
 ## and traffic tests, on a kwok cluster with two Portico replicas and the
 ## local data plane (Envoy and echo-basic Pods as processes in network
 ## namespaces: needs root); report in _output/conformance-report.yaml, full

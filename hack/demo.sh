@@ -24,7 +24,7 @@ log() { echo "demo: $*" >&2; }
 ENVOY=$(hack/envoy.sh)
 log "building portico and the echo backend"
 go build -o "$BIN/portico" ./cmd/portico
-go build -o "$BIN/echo-basic" sigs.k8s.io/gateway-api/conformance/echo-basic
+go build -o "$BIN/echo-basic" sigs.k8s.io/gateway-api-conformance-images/echo-basic
 
 pids=()
 cleanup() {

@@ -1,4 +1,4 @@
-// Package gatewayapi implements the semantics of the Gateway API (v1.6.3):
+// Package gatewayapi implements the semantics of the Gateway API (v1.7.0):
 // from a snapshot of Gateway API and core objects it computes the status of
 // every object Portico is responsible for and the data-plane-neutral IR of
 // every accepted Gateway.

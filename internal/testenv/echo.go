@@ -3,23 +3,25 @@ package testenv
 // The backend of traffic tests: the conformance suite's echo server
 // (echo-basic), which answers every HTTP request with a JSON description
 // of it (path, host, method, headers, and the Pod, Namespace and Service
-// names from its environment) and, with GRPC_ECHO_SERVER set, serves the
-// suite's gRPC echo service. This is the one place that says where it
-// comes from: the main package of the pinned conformance module, built
-// with the project's go.mod. From gateway-api v1.7.0 on it lives in a
-// module the Go module proxy here does not serve; swap it here.
+// names from its environment) and, with GRPC_ECHO_SERVER, TCP_ECHO_SERVER
+// or UDP_ECHO_SERVER set, serves the suite's gRPC, TCP or UDP echo. This
+// is the one place that says where it comes from: from gateway-api v1.7.0
+// on the suite imports sigs.k8s.io/gateway-api-conformance-images, which
+// the Go module proxy here does not serve, so go.mod replaces that path
+// with the project's own module of the same wire contract
+// (test/conformance-images), and this builds its echo-basic.
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 )
 
 // EchoPackage is the Go package of the echo server.
-const EchoPackage = "sigs.k8s.io/gateway-api/conformance/echo-basic"
+const EchoPackage = "sigs.k8s.io/gateway-api-conformance-images/echo-basic"
 
 var echoBuild struct {
 	once sync.Once
@@ -42,7 +44,7 @@ func EchoBinary() (string, error) {
 			return
 		}
 		out := filepath.Join(dir, fmt.Sprintf("echo-basic-%d", os.Getpid()))
-		cmd := exec.Command("go", "build", "-o", out, EchoPackage)
+		cmd := GoCommand(context.Background(), "build", "-o", out, EchoPackage)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			echoBuild.err = fmt.Errorf("go build %s: %v\n%s", EchoPackage, err, b)

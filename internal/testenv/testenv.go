@@ -12,10 +12,10 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -66,7 +66,7 @@ func GatewayAPICRDs() (string, error) { return gatewayAPICRDs("") }
 // gatewayAPICRDs is GatewayAPICRDs with `go list` run in dir ("": the
 // working directory).
 func gatewayAPICRDs(dir string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
+	cmd := GoCommand(context.Background(), "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {

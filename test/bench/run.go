@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/portico-dev/portico/internal/infra"
+
+	"github.com/portico-dev/portico/internal/testenv"
 )
 
 // Config of a run.
@@ -233,7 +234,7 @@ func Run(ctx context.Context, cfg Config) (*Results, *Details, error) {
 func (s *suite) runCluster(ctx context.Context) error {
 	t := time.Now()
 	s.bin = filepath.Join(s.cfg.Work, "portico")
-	build := exec.CommandContext(ctx, "go", "build", "-o", s.bin, "./cmd/portico")
+	build := testenv.GoCommand(ctx, "build", "-o", s.bin, "./cmd/portico")
 	build.Dir, build.Stdout, build.Stderr = s.cfg.Repo, s.cfg.Log, s.cfg.Log
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building portico: %w", err)

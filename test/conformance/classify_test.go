@@ -1,12 +1,12 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/gateway-api/pkg/features"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
+
+	"github.com/portico-dev/portico/internal/testenv"
 )
 
 // trafficImports are the packages through which a conformance test sends
@@ -68,9 +70,18 @@ type testSource struct {
 	imp  map[string]string
 }
 
+// conformanceVersion is the pinned conformance module's version.
+func conformanceVersion() string {
+	out, err := testenv.GoCommand(context.Background(), "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/gateway-api/conformance").Output()
+	if err != nil {
+		return "(unknown version)"
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // conformanceModuleDir is where the pinned conformance module's source is.
 func conformanceModuleDir() (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api/conformance")
+	cmd := testenv.GoCommand(context.Background(), "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api/conformance")
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("go list sigs.k8s.io/gateway-api/conformance: %w", err)
@@ -330,8 +341,8 @@ func TestSkipListMatchesSuiteSource(t *testing.T) {
 	}
 	sort.Strings(statusOnlyClaimed)
 	sort.Strings(trafficClaimed)
-	t.Logf("suite v1.6.3: %d tests, %d status-only; claimed features enable %d status-only tests and %d traffic tests (%d of them skipped as unrunnable)",
-		len(tests.ConformanceTests), len(statusOnly), len(statusOnlyClaimed), len(trafficClaimed), len(unrunnableTests))
+	t.Logf("suite %s: %d tests, %d status-only; claimed features enable %d status-only tests and %d traffic tests (%d of them skipped as unrunnable)",
+		conformanceVersion(), len(tests.ConformanceTests), len(statusOnly), len(statusOnlyClaimed), len(trafficClaimed), len(unrunnableTests))
 	t.Logf("status-only tests run: %s", strings.Join(statusOnlyClaimed, ", "))
 	t.Logf("traffic tests run: %s", strings.Join(sets.List(sets.New(trafficClaimed...).Difference(seen)), ", "))
 	unclaimed := sets.New(statusOnly...).Difference(sets.New(statusOnlyClaimed...))

@@ -1,9 +1,9 @@
 // Package conformance runs the upstream Gateway API conformance suite
-// (sigs.k8s.io/gateway-api/conformance v1.6.3) against Portico.
+// (sigs.k8s.io/gateway-api/conformance v1.7.0) against Portico.
 //
 // By default (`make conformance`, PORTICO_CONFORMANCE=1) it starts a kwok
 // cluster (hack/cluster-up.sh; or uses $PORTICO_KUBECONFIG), installs the
-// Gateway API v1.6.3 standard CRDs and Portico's CRDs, starts the local
+// Gateway API v1.7.0 standard CRDs and Portico's CRDs, starts the local
 // data plane (internal/testenv/dataplane: every Pod kwok places runs as a
 // real process — Envoy for Portico's proxies, the suite's echo-basic for
 // its backends — in a network namespace holding the Pod's IP, and every

@@ -21,7 +21,7 @@ type unrunnable struct {
 }
 
 // unrunnableTests are the only tests skipped on the kwok cluster for the
-// data plane: every other test of conformance v1.6.3 that the claimed
+// data plane: every other test of conformance v1.7.0 that the claimed
 // features enable runs, status and traffic alike. Each entry is a claimed
 // test that sends traffic (TestSkipListMatchesSuiteSource checks this
 // against the suite's source, so a status-only test can never be listed)

@@ -26,8 +26,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	pb "sigs.k8s.io/gateway-api-conformance-images/echo-basic/grpcechoserver"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	pb "sigs.k8s.io/gateway-api/conformance/echo-basic/grpcechoserver"
 
 	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/pki"

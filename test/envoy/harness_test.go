@@ -26,7 +26,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -54,7 +53,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	porticoBin = filepath.Join(dir, "portico")
-	cmd := exec.Command("go", "build", "-o", porticoBin, "./cmd/portico")
+	cmd := testenv.GoCommand(context.Background(), "build", "-o", porticoBin, "./cmd/portico")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build ./cmd/portico: %v\n%s", err, out)

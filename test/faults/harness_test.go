@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -147,7 +146,7 @@ func run(m *testing.M) (code int) {
 	start := time.Now()
 	if harness.portico = os.Getenv("PORTICO_FAULTS_BINARY"); harness.portico == "" {
 		harness.portico = filepath.Join(bin, "portico")
-		build := exec.Command("go", "build", "-o", harness.portico, "./cmd/portico")
+		build := testenv.GoCommand(context.Background(), "build", "-o", harness.portico, "./cmd/portico")
 		build.Dir = repo
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "faults: building portico: %v\n%s", err, out)

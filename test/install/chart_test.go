@@ -2,6 +2,7 @@ package install
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite charts/portico/crds/ and install.yaml (hack/render-install.sh)")
@@ -84,7 +87,7 @@ func TestHelmLint(t *testing.T) {
 // and config/crd, byte for byte, so they cannot drift.
 func TestChartCRDsMatchSources(t *testing.T) {
 	root := repoRoot(t)
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	out, err := testenv.GoCommand(context.Background(), "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
 	if err != nil {
 		t.Fatalf("locating sigs.k8s.io/gateway-api: %v", err)
 	}
@@ -321,7 +324,7 @@ func subset(sub, of map[string]string) bool {
 func TestInstallControllerFlags(t *testing.T) {
 	root := repoRoot(t)
 	bin := filepath.Join(t.TempDir(), "portico")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/portico")
+	build := testenv.GoCommand(context.Background(), "build", "-o", bin, "./cmd/portico")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/portico: %v\n%s", err, out)

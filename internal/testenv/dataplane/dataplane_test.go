@@ -54,7 +54,7 @@ func TestDataPlane(t *testing.T) {
 
 	logf := func(format string, args ...any) { t.Logf(format, args...) }
 	// A shell image, to look inside a container.
-	sh := &ExecRuntime{RuntimeName: "sh", Repository: "test/sh", Binary: "/bin/sh", User: 1234}
+	sh := &ExecRuntime{RuntimeName: "sh", Repositories: []string{"test/sh"}, Binary: "/bin/sh", User: 1234}
 	dp, err := New(Options{Config: cfg, Runtimes: []Runtime{EchoBasic(echo), sh}, Logf: logf})
 	if err != nil {
 		t.Fatal(err)

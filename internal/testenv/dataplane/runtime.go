@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -89,25 +90,28 @@ func imageRepository(image string) string {
 	return image
 }
 
-// ExecRuntime runs images whose repository is Repository with Binary as
+// ExecRuntime runs images whose repository is one of Repositories with Binary as
 // their entrypoint (the container's command, if any, replaces it only
 // when it names another program). Its output goes to the container's log.
 type ExecRuntime struct {
-	RuntimeName string
-	Repository  string
-	Binary      string
-	User        int64
+	RuntimeName  string
+	Repositories []string
+	Binary       string
+	User         int64
 }
 
 // EchoBasic runs the conformance suite's echo-basic image
-// (registry.k8s.io/gateway-api/echo-basic, any tag) from bin
+// (registry.k8s.io/gateway-api/conformance/echo-basic, any tag; before
+// v1.7.0 registry.k8s.io/gateway-api/echo-basic) from bin
 // (testenv.EchoBinary). The image runs as nonroot (65532).
 func EchoBasic(bin string) *ExecRuntime {
-	return &ExecRuntime{RuntimeName: "echo-basic", Repository: "gateway-api/echo-basic", Binary: bin, User: 65532}
+	return &ExecRuntime{RuntimeName: "echo-basic", Repositories: []string{"gateway-api/conformance/echo-basic", "gateway-api/echo-basic"}, Binary: bin, User: 65532}
 }
 
-func (r *ExecRuntime) Name() string                   { return r.RuntimeName }
-func (r *ExecRuntime) Handles(image string) bool      { return imageRepository(image) == r.Repository }
+func (r *ExecRuntime) Name() string { return r.RuntimeName }
+func (r *ExecRuntime) Handles(image string) bool {
+	return slices.Contains(r.Repositories, imageRepository(image))
+}
 func (r *ExecRuntime) DefaultUser(image string) int64 { return r.User }
 
 func (r *ExecRuntime) Start(c *Container, sb *Sandbox) (Process, error) {
