@@ -53,9 +53,16 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd $(IMAGES_MOD) && $(GO) vet ./...
+
+## IMAGES_MOD: the project's module standing in for
+## sigs.k8s.io/gateway-api-conformance-images (a module of its own, so
+## ./... does not reach it; go.mod replaces the import path with it)
+IMAGES_MOD := test/conformance-images
 
 test-unit:
 	KUBEBUILDER_ASSETS=$$(hack/kube-binaries.sh --print-dir etcd kube-apiserver) PORTICO_ENVOY=$$(hack/envoy.sh) $(GO) test -count=1 ./...
+	cd $(IMAGES_MOD) && $(GO) test -count=1 ./...
 
 test-race:
 	$(GO) test -count=1 -race $(RACE_PKGS)
@@ -89,8 +96,10 @@ test-integration:
 clean:
 	rm -rf _output
 
-## generate: deepcopy and CRD manifests of Portico's API (api/v1alpha1 → config/crd)
+## generate: deepcopy and CRD manifests of Portico's API (api/v1alpha1 → config/crd),
+## and the gRPC echo stubs of test/conformance-images (hack/proto.sh)
 generate:
+	hack/proto.sh
 	$$(hack/tools.sh controller-gen) object paths=./api/...
 	$$(hack/tools.sh controller-gen) crd paths=./api/... output:crd:dir=config/crd
 
