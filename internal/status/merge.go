@@ -2,6 +2,8 @@ package status
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -13,13 +15,34 @@ import (
 // the live object's status. They never modify their arguments. Conditions
 // keep the live lastTransitionTime when their status did not change, so a
 // desired status that only differs by the time it was computed is a no-op.
+//
+// Conditions of types Portico is not responsible for are kept as they are,
+// after ours, in their live order: a type with a domain prefix
+// ("example.com/Audited") that is not Portico's own belongs to another
+// writer (the spec: implementations must not remove or modify conditions
+// whose type they are not responsible for). Unprefixed types are the
+// Gateway API's, which the implementation owns: one Portico no longer sets
+// is removed.
+
+// ownConditionPrefix is the domain of Portico's own condition types.
+const ownConditionPrefix = "portico.dev/"
+
+// foreignCondition reports whether typ belongs to another writer.
+func foreignCondition(typ string) bool {
+	return strings.Contains(typ, "/") && !strings.HasPrefix(typ, ownConditionPrefix)
+}
 
 func mergeConditions(live, desired []metav1.Condition, now metav1.Time) []metav1.Condition {
-	if desired == nil {
-		return nil
+	var out []metav1.Condition
+	if desired != nil {
+		out = gatewayapi.KeepTransitionTimes(live, append([]metav1.Condition(nil), desired...), now)
 	}
-	out := append([]metav1.Condition(nil), desired...)
-	return gatewayapi.KeepTransitionTimes(live, out, now)
+	for _, c := range live {
+		if foreignCondition(c.Type) && !slices.ContainsFunc(out, func(o metav1.Condition) bool { return o.Type == c.Type }) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func mergeGatewayClass(live gwv1.GatewayClassStatus, desired *gwv1.GatewayClassStatus, now metav1.Time) gwv1.GatewayClassStatus {

@@ -156,3 +156,39 @@ func TestMergeRouteKeepsLiveOrder(t *testing.T) {
 		}
 	}
 }
+
+// A condition of a type Portico is not responsible for (domain-prefixed,
+// not portico.dev/) survives every merge unchanged, on the Gateway and on
+// its listeners; a Gateway API type Portico no longer sets is removed.
+func TestMergeGatewayKeepsForeignConditions(t *testing.T) {
+	foreign := metav1.Condition{Type: "example.com/Audited", Status: "True", Reason: "Seeded", LastTransitionTime: t0, ObservedGeneration: 1}
+	live := gwv1.GatewayStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "True", t0), foreign, cond("Ready", "True", t0)},
+		Listeners: []gwv1.ListenerStatus{{Name: "http", Conditions: []metav1.Condition{foreign, cond("Programmed", "True", t0)}}},
+	}
+	desired := &gwv1.GatewayStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "True", t1), cond("Programmed", "False", t1)},
+		Listeners:  []gwv1.ListenerStatus{{Name: "http", Conditions: []metav1.Condition{cond("Programmed", "True", t1)}}},
+	}
+	got := mergeGateway(live, desired, t1)
+	var types []string
+	for _, c := range got.Conditions {
+		types = append(types, c.Type)
+	}
+	if want := []string{"Accepted", "Programmed", "example.com/Audited"}; !equality.Semantic.DeepEqual(types, want) {
+		t.Fatalf("Gateway condition types = %v, want %v (Ready is Gateway API's and no longer set)", types, want)
+	}
+	if !equality.Semantic.DeepEqual(got.Conditions[2], foreign) {
+		t.Errorf("foreign Gateway condition modified: %+v", got.Conditions[2])
+	}
+	lc := got.Listeners[0].Conditions
+	if len(lc) != 2 || !equality.Semantic.DeepEqual(lc[1], foreign) || !lc[0].LastTransitionTime.Equal(&t0) {
+		t.Errorf("listener conditions = %+v, want Programmed (time kept) then the foreign one unchanged", lc)
+	}
+	if again := mergeGateway(got, desired, metav1.NewTime(t1.Add(time.Hour))); !equality.Semantic.DeepEqual(got, again) {
+		t.Errorf("second merge differs:\n%+v\n%+v", got, again)
+	}
+	if !foreignCondition("example.com/X") || foreignCondition("Accepted") || foreignCondition("portico.dev/Provisioned") {
+		t.Error("foreignCondition misclassifies")
+	}
+}
