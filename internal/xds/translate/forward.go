@@ -65,11 +65,11 @@ func (t *translator) forward(out *routev3.Route, parts *routeParts, f *ir.Forwar
 		}
 		ra.Timeout = durationpb.New(*f.Timeout)
 	}
-	rp, err := retryPolicy(f)
+	rp, hedge, err := retryPolicy(f)
 	if err != nil {
 		return err
 	}
-	ra.RetryPolicy = rp
+	ra.RetryPolicy, ra.HedgePolicy = rp, hedge
 	if rw := f.URLRewrite; rw != nil {
 		if rw.Hostname != nil {
 			ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: *rw.Hostname}

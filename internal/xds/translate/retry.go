@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -49,14 +50,19 @@ var previousHosts = func() *anypb.Any {
 //
 // Timeouts and retries: the route timeout (timeouts.request) covers the
 // first try and all retries; per_try_timeout (timeouts.backendRequest)
-// covers each try. Envoy retries a try cut by per_try_timeout as a 504, so
-// a rule whose codes include 504 retries tries that time out, and the
-// spec's "schedule the next retry attempt" holds for it.
-func retryPolicy(f *ir.Forward) (*routev3.RetryPolicy, error) {
+// covers each try. A try cut by per_try_timeout answers 504, and the spec
+// asks that the next attempt then be scheduled. Envoy retries such a try
+// only under retry_on 5xx or gateway-error, which would also retry resets
+// after the request was sent; so for a rule whose codes include 504 the
+// route gets hedge_on_per_try_timeout instead, which makes the next
+// attempt when a try times out (the timed-out try is left to finish, its
+// answer used only if it comes first). A rule without 504 in its codes
+// returns the 504, as it does for a backend's own 504.
+func retryPolicy(f *ir.Forward) (*routev3.RetryPolicy, *routev3.HedgePolicy, error) {
 	var rp *routev3.RetryPolicy
 	if bt := f.BackendTimeout; bt != nil {
 		if *bt < 0 {
-			return nil, fmt.Errorf("negative backend timeout %s", *bt)
+			return nil, nil, fmt.Errorf("negative backend timeout %s", *bt)
 		}
 		if *bt > 0 {
 			rp = &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0), PerTryTimeout: durationpb.New(*bt)}
@@ -64,7 +70,7 @@ func retryPolicy(f *ir.Forward) (*routev3.RetryPolicy, error) {
 	}
 	r := f.Retry
 	if r == nil || r.Attempts == 0 {
-		return rp, nil
+		return rp, nil, nil
 	}
 	if rp == nil {
 		rp = &routev3.RetryPolicy{}
@@ -78,7 +84,7 @@ func retryPolicy(f *ir.Forward) (*routev3.RetryPolicy, error) {
 	rp.NumRetries = wrapperspb.UInt32(r.Attempts)
 	if b := r.Backoff; b != nil {
 		if *b <= 0 {
-			return nil, fmt.Errorf("retry backoff %s is not positive", *b)
+			return nil, nil, fmt.Errorf("retry backoff %s is not positive", *b)
 		}
 		rp.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{
 			BaseInterval: durationpb.New(*b),
@@ -90,5 +96,12 @@ func retryPolicy(f *ir.Forward) (*routev3.RetryPolicy, error) {
 		ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: previousHosts},
 	}}
 	rp.HostSelectionRetryMaxAttempts = hostSelectionAttempts
-	return rp, nil
+	var hedge *routev3.HedgePolicy
+	if rp.PerTryTimeout != nil && slices.Contains(r.Codes, statusGatewayTimeout) {
+		hedge = &routev3.HedgePolicy{HedgeOnPerTryTimeout: true}
+	}
+	return rp, hedge, nil
 }
+
+// statusGatewayTimeout is what a try cut by its per-try timeout answers.
+const statusGatewayTimeout = 504
