@@ -61,6 +61,10 @@ func fuzzSnapshot(listenerHost, routeHost, path, regex string, port, backendPort
 	if variant&16 != 0 {
 		rule.Timeouts = &gwv1.HTTPRouteTimeouts{Request: ptr(gwv1.Duration(regex))}
 	}
+	if variant&32 != 0 {
+		rule.Retry = &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{gwv1.HTTPRouteRetryStatusCode(backendPort)},
+			Attempts: ptr(int(weight)), Backoff: ptr(gwv1.Duration(path))}
+	}
 	parents := []gwv1.ParentReference{
 		{Name: "gw", Namespace: ptr(gwv1.Namespace("infra")), SectionName: ptr(gwv1.SectionName(section))},
 		{Name: "gw", Namespace: ptr(gwv1.Namespace("infra")), Port: &port},

@@ -38,6 +38,8 @@ func fuzzGateway(host, sni, path string, pathKind uint8, regex, header, value, r
 				Mirrors:        []*ir.Mirror{{Cluster: "ns/b/80", Percent: percent}},
 				Timeout:        ptr(time.Duration(w1) * time.Millisecond),
 				BackendTimeout: ptr(time.Duration(w2) * time.Millisecond),
+				Retry: &ir.Retry{Attempts: w1 % 8, Codes: []uint32{uint32(status), 504},
+					Backoff: ptr(time.Duration(int64(w2)-1<<31) * time.Microsecond)},
 			},
 		},
 		{

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -86,9 +87,13 @@ func retryPolicy(f *ir.Forward) (*routev3.RetryPolicy, *routev3.HedgePolicy, err
 		if *b <= 0 {
 			return nil, nil, fmt.Errorf("retry backoff %s is not positive", *b)
 		}
+		limit := *b
+		if limit <= math.MaxInt64/backoffCapFactor {
+			limit *= backoffCapFactor
+		}
 		rp.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{
 			BaseInterval: durationpb.New(*b),
-			MaxInterval:  durationpb.New(*b * backoffCapFactor),
+			MaxInterval:  durationpb.New(limit),
 		}
 	}
 	rp.RetryHostPredicate = []*routev3.RetryPolicy_RetryHostPredicate{{
