@@ -18,7 +18,11 @@ func (t *translator) compileGRPCRoute(rs *routeState, rules []gwv1.GRPCRouteRule
 		rules = []gwv1.GRPCRouteRule{{}}
 	}
 	rs.rules.total = len(rules)
+	names := ruleNames{}
 	for i := range rules {
+		if names.duplicate(rs, i, rules[i].Name) {
+			continue
+		}
 		t.compileGRPCRule(rs, i, &rules[i])
 	}
 }

@@ -47,9 +47,32 @@ func (t *translator) compileHTTPRoute(rs *routeState, rules []gwv1.HTTPRouteRule
 		rules = []gwv1.HTTPRouteRule{defaultHTTPRule}
 	}
 	rs.rules.total = len(rules)
+	names := ruleNames{}
 	for i := range rules {
+		if names.duplicate(rs, i, rules[i].Name) {
+			continue
+		}
 		t.compileHTTPRule(rs, i, &rules[i])
 	}
+}
+
+// ruleNames finds rule names used twice in a route. The Standard CRDs
+// reject such a route (v1.7.0); standalone input is not validated by an
+// API server, so the later rule of a name is dropped with UnsupportedValue
+// and the route is PartiallyInvalid, as an invalid rule makes it.
+type ruleNames map[gwv1.SectionName]int
+
+func (n ruleNames) duplicate(rs *routeState, idx int, name *gwv1.SectionName) bool {
+	if name == nil {
+		return false
+	}
+	if first, ok := n[*name]; ok {
+		rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue),
+			fmt.Sprintf("rule name %q is already used by rule %d; rule names must be unique", *name, first))
+		return true
+	}
+	n[*name] = idx
+	return false
 }
 
 func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRouteRule) {

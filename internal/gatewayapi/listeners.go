@@ -122,6 +122,11 @@ func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec l
 		return l
 	}
 	t.listenerKinds(l, spec.allowedRoutes)
+	if l.routeNS.invalid != "" {
+		l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedValue), "allowedRoutes." + l.routeNS.invalid + "; the listener admits no routes"}
+		l.unsupported = true
+		return l
+	}
 
 	if spec.port < 1 || spec.port > 65535 {
 		l.invalid = &problem{string(gwv1.ListenerReasonPortUnavailable), fmt.Sprintf("port %d is out of range 1-65535", spec.port)}

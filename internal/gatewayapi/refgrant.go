@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"fmt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -92,6 +93,11 @@ type nsPolicy struct {
 	from    gwv1.FromNamespaces
 	sel     labels.Selector // nil when From is not Selector or it is invalid
 	ownerNS string          // the namespace "Same" refers to
+	// invalid says why the policy admits nothing although it was meant to
+	// select: a Selector From without a selector or with an invalid one,
+	// or an unknown From (the CRD's validation catches only some of these,
+	// and standalone input has none). Empty when valid.
+	invalid string
 }
 
 // newNSPolicy compiles a policy; def is the From used when from is nil.
@@ -100,10 +106,21 @@ func newNSPolicy(from *gwv1.FromNamespaces, sel *metav1.LabelSelector, def gwv1.
 	if from != nil {
 		p.from = *from
 	}
-	if p.from == gwv1.NamespacesFromSelector && sel != nil {
-		if s, err := metav1.LabelSelectorAsSelector(sel); err == nil {
-			p.sel = s
+	switch p.from {
+	case gwv1.NamespacesFromAll, gwv1.NamespacesFromSame, gwv1.NamespacesFromNone:
+	case gwv1.NamespacesFromSelector:
+		if sel == nil {
+			p.invalid = "namespaces.from is Selector but no selector is set"
+			break
 		}
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			p.invalid = fmt.Sprintf("namespaces.selector is invalid: %v", err)
+			break
+		}
+		p.sel = s
+	default:
+		p.invalid = fmt.Sprintf("namespaces.from %q is not All, Same, Selector or None", p.from)
 	}
 	return p
 }

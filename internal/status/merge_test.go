@@ -164,7 +164,7 @@ func TestMergeGatewayKeepsForeignConditions(t *testing.T) {
 	foreign := metav1.Condition{Type: "example.com/Audited", Status: "True", Reason: "Seeded", LastTransitionTime: t0, ObservedGeneration: 1}
 	live := gwv1.GatewayStatus{
 		Conditions: []metav1.Condition{cond("Accepted", "True", t0), foreign, cond("Ready", "True", t0)},
-		Listeners: []gwv1.ListenerStatus{{Name: "http", Conditions: []metav1.Condition{foreign, cond("Programmed", "True", t0)}}},
+		Listeners:  []gwv1.ListenerStatus{{Name: "http", Conditions: []metav1.Condition{foreign, cond("Programmed", "True", t0)}}},
 	}
 	desired := &gwv1.GatewayStatus{
 		Conditions: []metav1.Condition{cond("Accepted", "True", t1), cond("Programmed", "False", t1)},
