@@ -17,8 +17,6 @@ import (
 //     filters on backendRefs are refused (ResolvedRefs=False, that
 //     backend's share answered with 500).
 //   - HTTPRouteCORS: the CORS filter is refused like other unknown filters.
-//   - GatewayRouteHostnameIntersectionPrecedence: precedence between routes
-//     follows the listener/route hostname intersection, the default.
 //   - BackendTLSPolicy, TLSRoute, TCPRoute, UDPRoute and the frontend
 //     client-certificate features: not implemented yet.
 var supportedFeatures = sortedFeatures(
@@ -26,6 +24,7 @@ var supportedFeatures = sortedFeatures(
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayInfrastructure,
 	features.SupportGatewayPort8080,
+	features.SupportGatewayRouteHostnameIntersectionPrecedence,
 	features.SupportGRPCRoute,
 	features.SupportGRPCRouteNamedRouteRule,
 	features.SupportGRPCRouteRequestHeaderModifier,

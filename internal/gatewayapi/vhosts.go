@@ -29,7 +29,11 @@ import (
 //     it exactly.
 //   - Order: routes with the more specific matching hostname first (the most
 //     characters in an exact hostname, then in a hostname, as the HTTPRoute
-//     hostnames field specifies), then match precedence.
+//     hostnames field specifies), then, among routes whose listener/route
+//     intersections are the same hostname, the more specific of the
+//     route's own hostnames that gave it (an exact "abc.example.com" before
+//     "*.example.com", which is before a route naming no hostname; feature
+//     GatewayRouteHostnameIntersectionPrecedence), then match precedence.
 
 // hostRank orders the hostnames matching one virtual host: higher first.
 type hostRank struct {
@@ -48,11 +52,27 @@ func (r hostRank) above(o hostRank) bool {
 	return r.length > o.length
 }
 
+// originRank is the rank of the most specific of a route's own hostnames
+// whose intersection with the listener hostname is effective: the
+// hostname the route asked for, before the listener narrowed it. A route
+// without hostnames ranks lowest.
+func originRank(a *attachment, effective string) hostRank {
+	best := rankOf("")
+	for _, h := range a.route.hostnames {
+		if i, ok := intersectHostnames(h, a.listener.hostname); ok && i == effective && rankOf(h).above(best) {
+			best = rankOf(h)
+		}
+	}
+	return best
+}
+
 // placedRoute is a compiled route in one virtual host.
 type placedRoute struct {
-	cr   *compiledRoute
-	rank hostRank
-	grpc bool
+	cr *compiledRoute
+	// rank is that of the effective hostname matching the virtual host,
+	// origin that of the route's own hostname it came from.
+	rank, origin hostRank
+	grpc         bool
 }
 
 // routeConfig places the routes attached to the listeners of one filter
@@ -167,8 +187,9 @@ type vhostMemo struct {
 }
 
 type vhostInput struct {
-	first *compiledRoute
-	grpc  bool
+	first  *compiledRoute
+	grpc   bool
+	origin hostRank
 }
 
 type clusterUse struct {
@@ -176,8 +197,8 @@ type clusterUse struct {
 	grpc bool
 }
 
-func inputOf(a *attachment) vhostInput {
-	in := vhostInput{grpc: a.route.kind == KindGRPCRoute}
+func inputOf(a *attachment, effective string) vhostInput {
+	in := vhostInput{grpc: a.route.kind == KindGRPCRoute, origin: originRank(a, effective)}
 	if len(a.route.rules.routes) > 0 {
 		in.first = a.route.rules.routes[0]
 	}
@@ -186,10 +207,10 @@ func inputOf(a *attachment) vhostInput {
 
 func newVhostMemo(host string, port uint32, byHost map[string][]*attachment, placed []placedRoute, v *ir.VirtualHost) *vhostMemo {
 	m := &vhostMemo{port: port, vh: v}
-	coveringLists(host, byHost, func(atts []*attachment, _ hostRank) {
+	coveringLists(host, byHost, func(h string, atts []*attachment, _ hostRank) {
 		m.counts = append(m.counts, int32(len(atts)))
 		for _, a := range atts {
-			m.inputs = append(m.inputs, inputOf(a))
+			m.inputs = append(m.inputs, inputOf(a, h))
 		}
 	})
 	seen := map[clusterUse]bool{}
@@ -212,14 +233,14 @@ func (m *vhostMemo) matches(host string, port uint32, byHost map[string][]*attac
 		return false
 	}
 	i, j, ok := 0, 0, true
-	coveringLists(host, byHost, func(atts []*attachment, _ hostRank) {
+	coveringLists(host, byHost, func(h string, atts []*attachment, _ hostRank) {
 		if !ok || j >= len(m.counts) || int(m.counts[j]) != len(atts) {
 			ok = false
 			return
 		}
 		j++
 		for _, a := range atts {
-			if m.inputs[i] != inputOf(a) {
+			if m.inputs[i] != inputOf(a, h) {
 				ok = false
 				return
 			}
@@ -229,11 +250,11 @@ func (m *vhostMemo) matches(host string, port uint32, byHost map[string][]*attac
 	return ok && j == len(m.counts)
 }
 
-// coveringLists calls f with byHost's attachments of each hostname that
-// covers host (see coveringHostnames), most specific first, and the rank
-// of that hostname.
-func coveringLists(host string, byHost map[string][]*attachment, f func(atts []*attachment, rank hostRank)) {
-	f(byHost[host], rankOf(host))
+// coveringLists calls f with each hostname that covers host (see
+// coveringHostnames), most specific first, byHost's attachments of it and
+// its rank. The hostname passed is valid only during the call.
+func coveringLists(host string, byHost map[string][]*attachment, f func(h string, atts []*attachment, rank hostRank)) {
+	f(host, byHost[host], rankOf(host))
 	if host == "" {
 		return
 	}
@@ -242,9 +263,13 @@ func coveringLists(host string, byHost map[string][]*attachment, f func(atts []*
 	for i := strings.IndexByte(name, '.'); i >= 0; i = strings.IndexByte(name, '.') {
 		name = name[i+1:]
 		w := append(append(buf[:0], "*."...), name...)
-		f(byHost[string(w)], hostRank{exact: false, length: len(w)})
+		if atts := byHost[string(w)]; len(atts) > 0 {
+			f(string(w), atts, hostRank{exact: false, length: len(w)})
+		} else {
+			f("", nil, hostRank{exact: false, length: len(w)})
+		}
 	}
-	f(byHost[""], rankOf(""))
+	f("", byHost[""], rankOf(""))
 }
 
 // ownerOf returns the most specific listener whose hostname covers host.
@@ -288,20 +313,27 @@ func placeRoutes(host string, byHost map[string][]*attachment) []placedRoute {
 	var out []placedRoute
 	// Covering hostnames come most specific first: the first time a route
 	// is met gives the rank of its most specific matching hostname.
-	coveringLists(host, byHost, func(atts []*attachment, rank hostRank) {
+	coveringLists(host, byHost, func(h string, atts []*attachment, rank hostRank) {
 		for _, a := range atts {
+			origin := originRank(a, h)
 			for _, cr := range a.route.rules.routes {
 				if cr.placed == mark {
 					continue
 				}
 				cr.placed = mark
-				out = append(out, placedRoute{cr: cr, rank: rank, grpc: a.route.kind == KindGRPCRoute})
+				out = append(out, placedRoute{cr: cr, rank: rank, origin: origin, grpc: a.route.kind == KindGRPCRoute})
 			}
 		}
 	})
 	slices.SortStableFunc(out, func(a, b placedRoute) int {
 		if a.rank != b.rank {
 			if a.rank.above(b.rank) {
+				return -1
+			}
+			return 1
+		}
+		if a.origin != b.origin {
+			if a.origin.above(b.origin) {
 				return -1
 			}
 			return 1
