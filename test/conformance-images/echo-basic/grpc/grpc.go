@@ -62,26 +62,18 @@ func ConfigFromEnv() (Config, error) {
 		HTTPSPort:        httpsPort,
 		TLSServerCert:    os.Getenv("TLS_SERVER_CERT"),
 		TLSServerPrivKey: os.Getenv("TLS_SERVER_PRIV_KEY"),
-		PodContext: &pb.Context{
-			Namespace:   os.Getenv("NAMESPACE"),
-			Ingress:     os.Getenv("INGRESS_NAME"),
-			ServiceName: os.Getenv("SERVICE_NAME"),
-			Pod:         os.Getenv("POD_NAME"),
-		},
+		PodContext:       podContext(echoutil.PodFromEnv()),
 	}, nil
+}
+
+// podContext is p as the gRPC contract's Context.
+func podContext(p echoutil.Pod) *pb.Context {
+	return &pb.Context{Namespace: p.Namespace, Ingress: p.Ingress, ServiceName: p.Service, Pod: p.Name}
 }
 
 // Main runs the server configured by the environment until SIGINT or
 // SIGTERM; echo-basic calls it when GRPC_ECHO_SERVER is set.
-func Main() {
-	echoutil.UntilSignal("grpc echo server", func(ctx context.Context) error {
-		cfg, err := ConfigFromEnv()
-		if err != nil {
-			return err
-		}
-		return Run(ctx, cfg)
-	})
-}
+func Main() { echoutil.Main("grpc echo server", ConfigFromEnv, Run) }
 
 // Run listens on all interfaces at the configured ports (the TLS one only
 // when both certificate and key are set) and serves until ctx ends.

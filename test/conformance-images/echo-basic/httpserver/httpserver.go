@@ -99,12 +99,8 @@ func ConfigFromEnv() (Config, error) {
 	cfg.TLSServerCert = os.Getenv("TLS_SERVER_CERT")
 	cfg.TLSServerPrivKey = os.Getenv("TLS_SERVER_PRIVKEY")
 	cfg.TLSClientCACerts = os.Getenv("TLS_CLIENT_CACERTS")
-	cfg.Context = Context{
-		Namespace: os.Getenv("NAMESPACE"),
-		Ingress:   os.Getenv("INGRESS_NAME"),
-		Service:   os.Getenv("SERVICE_NAME"),
-		Pod:       os.Getenv("POD_NAME"),
-	}
+	p := echoutil.PodFromEnv()
+	cfg.Context = Context{Namespace: p.Namespace, Ingress: p.Ingress, Service: p.Service, Pod: p.Name}
 	return cfg, nil
 }
 
@@ -130,15 +126,7 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 
 // Main runs the server configured by the environment until SIGINT or
 // SIGTERM.
-func Main() {
-	echoutil.UntilSignal("http echo server", func(ctx context.Context) error {
-		cfg, err := ConfigFromEnv()
-		if err != nil {
-			return err
-		}
-		return Run(ctx, cfg)
-	})
-}
+func Main() { echoutil.Main("http echo server", ConfigFromEnv, Run) }
 
 // Run listens on all interfaces at the configured ports (HTTPS only when a
 // certificate and key are set) and serves until ctx ends.

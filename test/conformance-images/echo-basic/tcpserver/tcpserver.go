@@ -89,26 +89,18 @@ func ConfigFromEnv() (Config, error) {
 		TLSPort:          tlsPort,
 		TLSServerCert:    os.Getenv("TLS_SERVER_CERT"),
 		TLSServerPrivKey: os.Getenv("TLS_SERVER_PRIV_KEY"),
-		Context: Context{
-			Namespace: os.Getenv("NAMESPACE"),
-			Ingress:   os.Getenv("INGRESS_NAME"),
-			Service:   os.Getenv("SERVICE_NAME"),
-			Pod:       os.Getenv("POD_NAME"),
-		},
+		Context:          podContext(echoutil.PodFromEnv()),
 	}, nil
+}
+
+// podContext is p as the TCP contract's Context (Run fills in the ports).
+func podContext(p echoutil.Pod) Context {
+	return Context{Namespace: p.Namespace, Ingress: p.Ingress, Service: p.Service, Pod: p.Name}
 }
 
 // Main runs the server configured by the environment until SIGINT or
 // SIGTERM; echo-basic calls it when TCP_ECHO_SERVER is set.
-func Main() {
-	echoutil.UntilSignal("tcp echo server", func(ctx context.Context) error {
-		cfg, err := ConfigFromEnv()
-		if err != nil {
-			return err
-		}
-		return Run(ctx, cfg)
-	})
-}
+func Main() { echoutil.Main("tcp echo server", ConfigFromEnv, Run) }
 
 // Run listens on all interfaces at the configured ports (the TLS one only
 // when both certificate and key are set) and serves until ctx ends.

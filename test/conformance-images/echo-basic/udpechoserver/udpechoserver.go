@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 
 	"sigs.k8s.io/gateway-api-conformance-images/internal/echoutil"
 )
@@ -51,26 +50,18 @@ func ConfigFromEnv() (Config, error) {
 	}
 	return Config{
 		UDPPort: port,
-		Context: Context{
-			Namespace: os.Getenv("NAMESPACE"),
-			Ingress:   os.Getenv("INGRESS_NAME"),
-			Service:   os.Getenv("SERVICE_NAME"),
-			Pod:       os.Getenv("POD_NAME"),
-		},
+		Context: podContext(echoutil.PodFromEnv()),
 	}, nil
+}
+
+// podContext is p as the UDP contract's Context.
+func podContext(p echoutil.Pod) Context {
+	return Context{Namespace: p.Namespace, Ingress: p.Ingress, Service: p.Service, Pod: p.Name}
 }
 
 // Main runs the server configured by the environment until SIGINT or
 // SIGTERM; echo-basic calls it when UDP_ECHO_SERVER is set.
-func Main() {
-	echoutil.UntilSignal("udp echo server", func(ctx context.Context) error {
-		cfg, err := ConfigFromEnv()
-		if err != nil {
-			return err
-		}
-		return Run(ctx, cfg)
-	})
-}
+func Main() { echoutil.Main("udp echo server", ConfigFromEnv, Run) }
 
 // Run listens on all interfaces at the configured port and serves until ctx
 // ends.

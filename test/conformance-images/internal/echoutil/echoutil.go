@@ -85,6 +85,29 @@ func PEMCertificates(certs []*x509.Certificate) []string {
 	return out
 }
 
+// Pod is the Pod context every server reports in its answers, from the
+// environment the suite's manifests set: NAMESPACE, INGRESS_NAME,
+// SERVICE_NAME and POD_NAME.
+type Pod struct{ Namespace, Ingress, Service, Name string }
+
+// PodFromEnv reads Pod from the environment.
+func PodFromEnv() Pod {
+	return Pod{Namespace: os.Getenv("NAMESPACE"), Ingress: os.Getenv("INGRESS_NAME"),
+		Service: os.Getenv("SERVICE_NAME"), Name: os.Getenv("POD_NAME")}
+}
+
+// Main configures a server from the environment (fromEnv) and runs it
+// (run) until SIGINT or SIGTERM: the whole of each server's Main.
+func Main[C any](name string, fromEnv func() (C, error), run func(context.Context, C) error) {
+	UntilSignal(name, func(ctx context.Context) error {
+		cfg, err := fromEnv()
+		if err != nil {
+			return err
+		}
+		return run(ctx, cfg)
+	})
+}
+
 // UntilSignal runs serve with a context that ends on SIGINT or SIGTERM and
 // exits the process with status 1 if serve fails.
 func UntilSignal(name string, serve func(context.Context) error) {
