@@ -2,13 +2,13 @@ package gatewayapi
 
 import (
 	"fmt"
-	"regexp/syntax"
 	"strings"
 	"time"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/re2"
 )
 
 // ruleError is why a rule is invalid: a route condition reason and message.
@@ -21,20 +21,20 @@ func unsupported(format string, args ...any) *ruleError {
 	return &ruleError{string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf(format, args...)}
 }
 
-// validRegex reports whether s is a valid RE2 expression; Go's
-// regexp/syntax (Perl flags) is a close proxy for the RE2 dialect Envoy uses.
+// validRegex reports whether s is a valid RE2 expression (Go's
+// regexp/syntax with Perl flags is a close proxy for the RE2 dialect Envoy
+// uses) whose program stays within the size Envoy is given (re2).
 func validRegex(s string) error {
 	if s == "" {
 		return fmt.Errorf("empty regular expression")
 	}
-	_, err := syntax.Parse(s, syntax.Perl)
-	return err
+	return re2.Check(s)
 }
 
 // validHeaderName reports whether s is an RFC 7230 token, the syntax of
 // HTTP header names (pseudo-headers such as ":path" are not).
 func validHeaderName(s string) bool {
-	if s == "" || len(s) > 256 {
+	if s == "" || len(s) > ir.MaxHeaderNameBytes {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -49,8 +49,12 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// validHeaderValue rejects control characters other than tab.
+// validHeaderValue rejects control characters other than tab, and values
+// longer than Envoy takes.
 func validHeaderValue(s string) bool {
+	if len(s) > ir.MaxHeaderValueBytes {
+		return false
+	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
 			return false
@@ -61,9 +65,15 @@ func validHeaderValue(s string) bool {
 
 // headerModifier validates a RequestHeaderModifier or ResponseHeaderModifier.
 // A header name may appear in one action only.
-func headerModifier(f *gwv1.HTTPHeaderFilter, what string) (*ir.HeaderModifier, *ruleError) {
+//
+// Host (in any case) is not a header Envoy lets a modifier touch. Setting
+// or adding it on a request is what users mean by a host rewrite, so that
+// is what it becomes: hostRewrite is its value (":authority" for HTTP/2
+// and gRPC). Removing it, or any Host on a response, has no meaning and is
+// refused with UnsupportedValue, like other invalid values.
+func headerModifier(f *gwv1.HTTPHeaderFilter, what string, request bool) (m *ir.HeaderModifier, hostRewrite *string, rerr *ruleError) {
 	if f == nil {
-		return nil, unsupported("%s filter without its %s field", what, lowerFirst(what))
+		return nil, nil, unsupported("%s filter without its %s field", what, lowerFirst(what))
 	}
 	seen := map[string]bool{}
 	check := func(name string) *ruleError {
@@ -77,32 +87,56 @@ func headerModifier(f *gwv1.HTTPHeaderFilter, what string) (*ir.HeaderModifier, 
 		seen[k] = true
 		return nil
 	}
-	m := &ir.HeaderModifier{}
-	for _, h := range f.Set {
-		if err := check(string(h.Name)); err != nil {
-			return nil, err
-		}
+	m = &ir.HeaderModifier{}
+	value := func(h gwv1.HTTPHeader) *ruleError {
 		if !validHeaderValue(h.Value) {
-			return nil, unsupported("%s: invalid value for header %q", what, h.Name)
+			return unsupported("%s: invalid value for header %q (control characters, or longer than %d bytes)", what, h.Name, ir.MaxHeaderValueBytes)
 		}
-		m.Set = append(m.Set, ir.Header{Name: string(h.Name), Value: h.Value})
+		return nil
 	}
-	for _, h := range f.Add {
-		if err := check(string(h.Name)); err != nil {
-			return nil, err
+	host := func(h gwv1.HTTPHeader) (bool, *ruleError) {
+		if !strings.EqualFold(string(h.Name), "host") {
+			return false, nil
 		}
-		if !validHeaderValue(h.Value) {
-			return nil, unsupported("%s: invalid value for header %q", what, h.Name)
+		if !request {
+			return true, unsupported("%s: a response has no Host header to modify", what)
 		}
-		m.Add = append(m.Add, ir.Header{Name: string(h.Name), Value: h.Value})
+		if h.Value == "" {
+			return true, unsupported("%s: Host cannot be set to an empty value", what)
+		}
+		v := h.Value
+		hostRewrite = &v
+		return true, nil
+	}
+	for _, list := range []struct {
+		headers []gwv1.HTTPHeader
+		out     *[]ir.Header
+	}{{f.Set, &m.Set}, {f.Add, &m.Add}} {
+		for _, h := range list.headers {
+			if err := check(string(h.Name)); err != nil {
+				return nil, nil, err
+			}
+			if err := value(h); err != nil {
+				return nil, nil, err
+			}
+			if isHost, err := host(h); err != nil {
+				return nil, nil, err
+			} else if isHost {
+				continue
+			}
+			*list.out = append(*list.out, ir.Header{Name: string(h.Name), Value: h.Value})
+		}
 	}
 	for _, name := range f.Remove {
 		if err := check(name); err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if strings.EqualFold(name, "host") {
+			return nil, nil, unsupported("%s: the Host header cannot be removed", what)
 		}
 		m.Remove = append(m.Remove, name)
 	}
-	return m, nil
+	return m, hostRewrite, nil
 }
 
 func lowerFirst(s string) string {

@@ -45,6 +45,7 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 
 	var (
 		reqHdr, respHdr *ir.HeaderModifier
+		hostRewrite     *string // Host (:authority) set by the RequestHeaderModifier
 		mirrors         []*ir.Mirror
 		clusters        []*clusterDef
 		blocked         bool // a filter cannot be applied: answer 500
@@ -57,13 +58,13 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 				err = unsupported("RequestHeaderModifier may be used once per rule")
 				break
 			}
-			reqHdr, err = headerModifier(f.RequestHeaderModifier, "RequestHeaderModifier")
+			reqHdr, hostRewrite, err = headerModifier(f.RequestHeaderModifier, "RequestHeaderModifier", true)
 		case gwv1.GRPCRouteFilterResponseHeaderModifier:
 			if respHdr != nil {
 				err = unsupported("ResponseHeaderModifier may be used once per rule")
 				break
 			}
-			respHdr, err = headerModifier(f.ResponseHeaderModifier, "ResponseHeaderModifier")
+			respHdr, _, err = headerModifier(f.ResponseHeaderModifier, "ResponseHeaderModifier", false)
 		case gwv1.GRPCRouteFilterRequestMirror:
 			var m *ir.Mirror
 			var def *clusterDef
@@ -100,6 +101,9 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 		clusters = nil
 	default:
 		fwd.Mirrors = mirrors
+		if hostRewrite != nil {
+			fwd.URLRewrite = &ir.URLRewrite{Hostname: hostRewrite}
+		}
 		tmpl.Forward = fwd
 		clusters = append(clusters, set.clusters...)
 	}

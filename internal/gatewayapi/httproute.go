@@ -95,6 +95,7 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 
 	var (
 		reqHdr, respHdr *ir.HeaderModifier
+		hostRewrite     *string // Host set by the RequestHeaderModifier
 		redir           *ir.Redirect
 		rewrite         *ir.URLRewrite
 		mirrors         []*ir.Mirror
@@ -109,13 +110,13 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 				err = unsupported("RequestHeaderModifier may be used once per rule")
 				break
 			}
-			reqHdr, err = headerModifier(f.RequestHeaderModifier, "RequestHeaderModifier")
+			reqHdr, hostRewrite, err = headerModifier(f.RequestHeaderModifier, "RequestHeaderModifier", true)
 		case gwv1.HTTPRouteFilterResponseHeaderModifier:
 			if respHdr != nil {
 				err = unsupported("ResponseHeaderModifier may be used once per rule")
 				break
 			}
-			respHdr, err = headerModifier(f.ResponseHeaderModifier, "ResponseHeaderModifier")
+			respHdr, _, err = headerModifier(f.ResponseHeaderModifier, "ResponseHeaderModifier", false)
 		case gwv1.HTTPRouteFilterRequestRedirect:
 			if redir != nil {
 				err = unsupported("RequestRedirect may be used once per rule")
@@ -151,6 +152,20 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 	if redir != nil && rewrite != nil {
 		rs.rules.drop(idx, string(gwv1.RouteReasonIncompatibleFilters), "RequestRedirect and URLRewrite cannot be used in the same rule")
 		return
+	}
+	if redir != nil && len(mirrors) > 0 {
+		rs.rules.drop(idx, string(gwv1.RouteReasonIncompatibleFilters), "RequestMirror and RequestRedirect cannot be used in the same rule: a redirected request is not forwarded, so nothing would be mirrored")
+		return
+	}
+	if hostRewrite != nil && redir == nil {
+		if rewrite != nil && rewrite.Hostname != nil {
+			rs.rules.drop(idx, string(gwv1.RouteReasonIncompatibleFilters), "the Host header is set by both RequestHeaderModifier and URLRewrite.hostname")
+			return
+		}
+		if rewrite == nil {
+			rewrite = &ir.URLRewrite{}
+		}
+		rewrite.Hostname = hostRewrite
 	}
 	retry, rerr := retryPolicy(rule.Retry)
 	if rerr != nil {

@@ -38,6 +38,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -114,6 +115,9 @@ type Config struct {
 type Result struct {
 	// Result is the output of gatewayapi.Translate.
 	Result *gatewayapi.Result
+	// Statuses are Result's statuses amended with what the xDS stage
+	// served (gatewayapi.ServedStatuses): what the status writer gets.
+	Statuses gatewayapi.StatusSet
 	// XDS holds the resources handed to the XDSSink, sorted by Gateway. A
 	// Gateway whose xDS translation failed keeps its previous resources.
 	XDS []*translate.Resources
@@ -136,7 +140,10 @@ type Pipeline struct {
 	pending atomic.Pointer[input]
 	signal  chan struct{} // capacity 1: "pending has an input"
 
-	latest    atomic.Pointer[Result]
+	latest atomic.Pointer[Result]
+	// outcomes are the xDS stage's outcomes of the last translation (loop
+	// goroutine only).
+	outcomes  map[string]gatewayapi.XDSOutcome
 	ready     atomic.Bool
 	readyCh   chan struct{}
 	readyOnce sync.Once
@@ -317,8 +324,12 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot, queued 
 	if stats.Mode == gatewayapi.ModeFull {
 		p.fullTranslations.Add(1)
 	}
-	xds := p.translateGateways(res.Gateways, prev)
+	xds, outcomes := p.translateGateways(res.Gateways, prev)
 	xlateDur := time.Since(start)
+	// Statuses say what is served: the xDS stage's outcomes amend them.
+	statuses := gatewayapi.ServedStatuses(res.StatusSet, outcomes)
+	outcomesChanged := !reflect.DeepEqual(outcomes, p.outcomes)
+	p.outcomes = outcomes
 
 	updateStart := time.Now()
 	err = p.cfg.XDS.Update(ctx, xds)
@@ -333,6 +344,7 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot, queued 
 	}
 	cur := &Result{
 		Result:   res,
+		Statuses: statuses,
 		XDS:      xds,
 		Versions: make(map[string]string, len(xds)),
 		Duration: time.Since(start),
@@ -353,8 +365,8 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot, queued 
 	p.readyOnce.Do(func() { close(p.readyCh) })
 	// Statuses and proxies do not depend on endpoints: an endpoints-only
 	// translation has nothing new for them.
-	if p.cfg.Status != nil && stats.StatusesChanged {
-		p.cfg.Status.Publish(res.StatusSet)
+	if p.cfg.Status != nil && (stats.StatusesChanged || outcomesChanged) {
+		p.cfg.Status.Publish(statuses)
 	}
 	if p.cfg.Infra != nil && stats.InfraChanged {
 		p.cfg.Infra.Publish(res.Infra)
@@ -391,7 +403,9 @@ func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi
 
 // translateGateways translates each Gateway; one that fails keeps its
 // resources of prev (or is left out when it has none). Sorted by Gateway.
-func (p *Pipeline) translateGateways(gws []*ir.Gateway, prev *Result) []*translate.Resources {
+// outcomes holds, for each Gateway that failed or had pieces left out,
+// what happened, for its statuses (gatewayapi.ServedStatuses).
+func (p *Pipeline) translateGateways(gws []*ir.Gateway, prev *Result) (out []*translate.Resources, outcomes map[string]gatewayapi.XDSOutcome) {
 	var old map[string]*translate.Resources
 	if prev != nil {
 		old = make(map[string]*translate.Resources, len(prev.XDS))
@@ -399,7 +413,8 @@ func (p *Pipeline) translateGateways(gws []*ir.Gateway, prev *Result) []*transla
 			old[r.Gateway] = r
 		}
 	}
-	out := make([]*translate.Resources, 0, len(gws))
+	out = make([]*translate.Resources, 0, len(gws))
+	outcomes = map[string]gatewayapi.XDSOutcome{}
 	defer func() {
 		// Forget the Envoy resources of Gateways no longer served.
 		present := make(map[string]bool, len(gws))
@@ -439,12 +454,21 @@ func (p *Pipeline) translateGateways(gws []*ir.Gateway, prev *Result) []*transla
 			if ok {
 				out = append(out, kept)
 			}
+			outcomes[gw.Key()] = gatewayapi.XDSOutcome{Failed: err.Error()}
 			continue
+		}
+		if len(r.Problems) > 0 {
+			o := gatewayapi.XDSOutcome{Dropped: make([]gatewayapi.Dropped, len(r.Problems))}
+			for i, pr := range r.Problems {
+				o.Dropped[i] = gatewayapi.Dropped{Route: pr.Route, Listener: pr.Listener, Err: pr.Err}
+			}
+			outcomes[gw.Key()] = o
+			p.log.Warn("parts of a gateway's configuration are left out", "gateway", gw.Key(), "count", len(r.Problems), "first", r.Problems[0].What(), "error", r.Problems[0].Err)
 		}
 		out = append(out, r)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Gateway < out[j].Gateway })
-	return out
+	return out, outcomes
 }
 
 func (p *Pipeline) safeTranslateXDS(gw *ir.Gateway) (r *translate.Resources, err error) {

@@ -43,6 +43,9 @@ type Resources struct {
 	// ScopedRoutes are the routing scopes of listeners split by hostname
 	// (Options.RouteSplit); empty otherwise.
 	ScopedRoutes []types.Resource // *routev3.ScopedRouteConfiguration
+	// Problems are the routes and listeners of the IR left out because
+	// Envoy would refuse them, sorted; the rest is served.
+	Problems []Problem
 
 	// entries are the resources with their hashes, per type in allTypes,
 	// each sorted by name, and hashes the hash of each type; nil when the

@@ -61,7 +61,8 @@ func (t *translator) listenersAndRoutes() (listeners, routes, scopes []*entry, e
 			// The route configs are translated anyway (they may have
 			// changed); the listener refers to them by name only.
 			if err := t.checkReused(name, l, isSplit, rb); err != nil {
-				return nil, nil, nil, fmt.Errorf("listener %q: %w", l.Name, err)
+				t.listenerProblems = append(t.listenerProblems, Problem{Listener: l.Name, Err: err.Error()})
+				continue
 			}
 			t.next.listeners[name] = &listenerEntry{src: l, split: isSplit, entry: old.entry}
 			listeners = append(listeners, old.entry)
@@ -74,12 +75,14 @@ func (t *translator) listenersAndRoutes() (listeners, routes, scopes []*entry, e
 			}
 		}
 		ll, err := t.listener(name, l, isSplit, router, rb)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("listener %q: %w", l.Name, err)
+		var e *entry
+		if err == nil {
+			e, err = t.resourceEntry(name, ll)
 		}
-		e, err := t.resourceEntry(name, ll)
 		if err != nil {
-			return nil, nil, nil, err
+			// A listener Envoy would refuse is left out; the others serve.
+			t.listenerProblems = append(t.listenerProblems, Problem{Listener: l.Name, Err: err.Error()})
+			continue
 		}
 		t.next.listeners[name] = &listenerEntry{src: l, split: isSplit, entry: e}
 		listeners = append(listeners, e)

@@ -187,6 +187,8 @@ type vhostEntry struct {
 	// wire is the virtual host's encoding, built from its routes' (see
 	// wire.go); no message of it is kept.
 	wire []byte
+	// dropped are the routes of src left out (Problem).
+	dropped []Problem
 }
 
 // routeEntry is a translated route.

@@ -192,17 +192,23 @@ func TestTranslatorErrorKeepsMemory(t *testing.T) {
 	r := *v.Routes[2]
 	r.DirectResponse = &ir.DirectResponse{Status: 99}
 	v.Routes[2] = &r
-	if _, err := x.Translate(bad); err == nil {
-		t.Fatal("invalid route accepted")
+	res, err := x.Translate(bad)
+	if err != nil || len(res.Problems) != 1 || res.Problems[0].Route != r.Name {
+		t.Fatalf("an invalid route: err %v, problems %+v; want it alone left out", err, res)
 	}
-	if again, err := x.Translate(fullGateway()); err != nil || again != first {
-		t.Errorf("after an error: %v, same Resources %v", err, again == first)
+	// A fresh translation of the same IR leaves out the same route: the
+	// memo carries what it dropped.
+	if fresh, _ := Translate(bad); fresh.Version != res.Version || !slices.Equal(fresh.Problems, res.Problems) {
+		t.Errorf("memo and fresh translations differ: %s %+v, %s %+v", res.Version, res.Problems, fresh.Version, fresh.Problems)
+	}
+	if again, err := x.Translate(fullGateway()); err != nil || again.Version != first.Version || len(again.Problems) != 0 {
+		t.Errorf("after a problem: %v, version %s (want %s), problems %+v", err, again.Version, first.Version, again.Problems)
 	}
 	// A reused listener still needs its certificates.
 	noSecret := cowGateway(gw)
 	noSecret.Secrets = noSecret.Secrets[:1]
-	if _, err := x.Translate(noSecret); err == nil {
-		t.Error("listener reused although its certificate is gone")
+	if res, err := x.Translate(noSecret); err != nil || len(res.Problems) == 0 || res.Problems[0].Listener == "" {
+		t.Errorf("listener reused although its certificate is gone: %v %+v", err, res)
 	}
 	x.Forget(func(string) bool { return false })
 	if len(x.memos) != 0 {

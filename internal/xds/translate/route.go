@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math"
 	"regexp"
-	"regexp/syntax"
 	"slices"
 	"strings"
 
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/re2"
 )
 
 // defaultMaxDirectResponseBody is Envoy's default limit on the size of a
@@ -220,7 +220,10 @@ func (t *translator) virtualHost(name, domain string, vh *ir.VirtualHost, prev *
 		}
 		re, err := t.routeEntry(r, old[r])
 		if err != nil {
-			return nil, fmt.Errorf("virtual host %q: route %q: %w", name, r.Name, err)
+			// One route Envoy would refuse is left out, not its virtual
+			// host, route table or Gateway.
+			out.dropped = append(out.dropped, Problem{Route: r.Name, Err: err.Error()})
+			continue
 		}
 		out.routes = append(out.routes, re)
 		hashes = append(hashes, re.hash)
@@ -500,12 +503,12 @@ func stringMatcher(m ir.StringMatch) (*matcherv3.StringMatcher, error) {
 	return nil, fmt.Errorf("unknown match type %q", m.Type)
 }
 
-// regexMatcher is an RE2 matcher of expr. The syntax is checked here with
-// Go's parser (RE2 syntax) because Envoy would reject the whole route
-// configuration for one bad expression. Envoy's RE2 program-size limit is
-// not checked.
+// regexMatcher is an RE2 matcher of expr. The syntax and an upper bound of
+// the program size (re2.Check, within the limit Portico's bootstraps give
+// Envoy) are checked here because Envoy would reject the whole route
+// configuration for one bad expression.
 func regexMatcher(expr string) (*matcherv3.RegexMatcher, error) {
-	if _, err := syntax.Parse(expr, syntax.Perl); err != nil {
+	if err := re2.Check(expr); err != nil {
 		return nil, fmt.Errorf("invalid regular expression %q: %w", expr, err)
 	}
 	return &matcherv3.RegexMatcher{Regex: expr}, nil

@@ -91,6 +91,8 @@ type translator struct {
 	endpointPtrs  []*endpointv3.LbEndpoint
 	// http2 is the packed upstream HTTP/2 options, made once.
 	http2 *anypb.Any
+	// listenerProblems are the listeners left out (Problem).
+	listenerProblems []Problem
 }
 
 func (t *translator) translate() (*Resources, error) {
@@ -121,12 +123,13 @@ func (t *translator) translate() (*Resources, error) {
 	}
 	t.next.ents, t.next.hashes = ents, hashes
 	v := gatewayVersion(&hashes, len(ents[scopedRouteIdx]) > 0)
-	if old := t.memo.res; old != nil && old.Version == v {
+	problems := t.collectProblems()
+	if old := t.memo.res; old != nil && old.Version == v && slices.Equal(old.Problems, problems) {
 		// Nothing changed: the previous Resources serve as they are.
 		t.next.res = old
 		return old, nil
 	}
-	res := &Resources{Gateway: t.key, Version: v, entries: &ents, hashes: &hashes, scoped: t.opts.splitByHost()}
+	res := &Resources{Gateway: t.key, Version: v, Problems: problems, entries: &ents, hashes: &hashes, scoped: t.opts.splitByHost()}
 	prev := t.memo.res
 	for i, typ := range allTypes {
 		if len(ents[i]) == 0 {

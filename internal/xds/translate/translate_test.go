@@ -629,16 +629,36 @@ func TestErrors(t *testing.T) {
 			g.Listeners[1].FilterChains[1].RouteConfig.Name = "http-80"
 		}, "two different route configs"},
 	}
+	// The IR's structure (names, ports, domains, clusters and secrets
+	// listed once) is the translator's own contract: breaking it fails the
+	// Gateway. Anything else Envoy would refuse is one route or one
+	// listener, left out as a Problem while the rest is served.
+	gatewayErrors := map[string]bool{"same port": true, "duplicate cluster": true, "empty key": true}
+	whole := mustTranslate(t, fullGateway())
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			gw := fullGateway()
 			c.change(gw)
-			_, err := Translate(gw)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			res, err := Translate(gw)
+			if gatewayErrors[name] {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("err = %v, want it to contain %q", err, c.want)
+				}
+				if !strings.HasPrefix(err.Error(), "translate gateway default/gw: ") {
+					t.Errorf("error does not name the gateway: %v", err)
+				}
+				return
 			}
-			if !strings.HasPrefix(err.Error(), "translate gateway default/gw: ") {
-				t.Errorf("error does not name the gateway: %v", err)
+			if err != nil {
+				t.Fatalf("the Gateway failed for one piece: %v", err)
+			}
+			if len(res.Problems) != 1 || !strings.Contains(res.Problems[0].Err, c.want) {
+				t.Fatalf("problems = %+v, want one containing %q", res.Problems, c.want)
+			}
+			// Only that piece is gone: fewer routes or listeners, never
+			// more, and the Gateway still serves.
+			if len(res.Listeners) == 0 || len(res.Listeners) > len(whole.Listeners) {
+				t.Errorf("%d listeners served, want 1..%d", len(res.Listeners), len(whole.Listeners))
 			}
 		})
 	}
@@ -705,8 +725,8 @@ func TestWildcardServerNameIsCatchAll(t *testing.T) {
 		t.Errorf("last chain = %v", last)
 	}
 	fcs[1].ServerNames = []string{""}
-	if _, err := Translate(gw); err == nil || !strings.Contains(err.Error(), "both match any server name") {
-		t.Errorf("two catch-alls: %v", err)
+	if res, err := Translate(gw); err != nil || len(res.Problems) != 1 || !strings.Contains(res.Problems[0].Err, "both match any server name") {
+		t.Errorf("two catch-alls: %v %+v", err, res)
 	}
 }
 
