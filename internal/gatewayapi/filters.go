@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -49,10 +50,11 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// validHeaderValue rejects control characters other than tab, and values
-// longer than Envoy takes.
+// validHeaderValue rejects control characters other than tab, bytes that
+// are not UTF-8 (Envoy's configuration holds text), and values longer than
+// Envoy takes.
 func validHeaderValue(s string) bool {
-	if len(s) > ir.MaxHeaderValueBytes {
+	if len(s) > ir.MaxHeaderValueBytes || !utf8.ValidString(s) {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/metrics"
-	"github.com/portico-dev/portico/internal/render"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
@@ -115,7 +115,11 @@ func install(p *Pipeline) *fake {
 		if gw.Name == "panic" {
 			panic("translator bug")
 		}
-		return &translate.Resources{Gateway: gw.Key(), Version: fmt.Sprintf("g%d", f.gen)}, nil
+		r := &translate.Resources{Gateway: gw.Key(), Version: fmt.Sprintf("g%d", f.gen)}
+		if gw.Name == "dropping" {
+			r.Problems = []translate.Problem{{Route: "httproute/" + gw.Namespace + "/r/rule/0/match/0", Err: "Envoy would refuse it"}}
+		}
+		return r, nil
 	}
 	return f
 }
@@ -192,7 +196,7 @@ func TestReadyAndAccessors(t *testing.T) {
 	if _, ok := p.DebugXDS("default/gw"); ok {
 		t.Error("DebugXDS found a gateway before the first translation")
 	}
-	if got := p.DebugStatus().([]render.StatusObject); len(got) != 0 {
+	if got := debugStatus(t, p); len(got) != 0 {
 		t.Errorf("DebugStatus before first translation = %v", got)
 	}
 
@@ -218,14 +222,13 @@ func TestReadyAndAccessors(t *testing.T) {
 	if l == nil || len(l.XDS) != 2 || l.Versions["default/gw"] != "g1" || l.Versions["other/gw2"] != "g1" {
 		t.Fatalf("Latest = %+v", l)
 	}
-	v, ok := p.DebugXDS("default/gw")
-	if g, isG := v.(render.GatewayXDS); !ok || !isG || g.Version != "g1" || g.Gateway != "default/gw" {
-		t.Errorf("DebugXDS = %#v, %v", v, ok)
+	if g, ok := debugXDS(t, p, "default/gw"); !ok || g.Version != "g1" || g.Gateway != "default/gw" {
+		t.Errorf("DebugXDS = %+v, %v", g, ok)
 	}
 	if _, ok := p.DebugXDS("nope/nope"); ok {
 		t.Error("DebugXDS found an unknown gateway")
 	}
-	if got := p.DebugStatus().([]render.StatusObject); len(got) != 2 || got[0].Kind != "Gateway" {
+	if got := debugStatus(t, p); len(got) != 2 || got[0].Kind != "Gateway" {
 		t.Errorf("DebugStatus = %+v", got)
 	}
 	if n := testutilCount(t, m, "portico_translation_duration_seconds"); n != 1 {
@@ -372,4 +375,62 @@ func testutilCount(t *testing.T, m *metrics.Metrics, name string) uint64 {
 	}
 	t.Fatalf("metric %s not found", name)
 	return 0
+}
+
+// TestStatusesSayWhatIsServed: a Gateway whose xDS translation failed (its
+// previous configuration is served) or left a piece out is published
+// Programmed=False with why; the others keep the translator's statuses,
+// and a Gateway that recovers is published again.
+func TestStatusesSayWhatIsServed(t *testing.T) {
+	s := newSink()
+	st := &statusSink{got: make(chan gatewayapi.StatusSet, 10)}
+	p := New(Config{XDS: s, Status: st, Debounce: time.Millisecond})
+	f := install(p)
+	start(t, p)
+	programmed := func(set gatewayapi.StatusSet, gw string) *metav1.Condition {
+		ns, name, _ := strings.Cut(gw, "/")
+		g := set.Get(gatewayapi.KindGateway, ns, name)
+		if g == nil {
+			t.Fatalf("no status for %s", gw)
+		}
+		return meta.FindStatusCondition(g.Gateway.Conditions, "Programmed")
+	}
+	next := func() gatewayapi.StatusSet {
+		t.Helper()
+		select {
+		case set := <-st.got:
+			return set
+		case <-time.After(wait):
+			t.Fatal("no statuses published")
+			return gatewayapi.StatusSet{}
+		}
+	}
+
+	p.Submit(snapshot(1, "a/gw", "b/gw"))
+	s.next(t)
+	set := next()
+	if c := programmed(set, "b/gw"); c != nil {
+		t.Fatalf("b/gw Programmed set by the pipeline: %+v", c)
+	}
+	f.fail("b/gw", true)
+	p.Submit(snapshot(2, "a/gw", "b/gw", "c/dropping"))
+	s.next(t)
+	set = next()
+	if c := programmed(set, "b/gw"); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Invalid" || !strings.Contains(c.Message, "boom") {
+		t.Errorf("b/gw (serving its previous configuration) Programmed = %+v, want False/Invalid with the error", c)
+	}
+	if c := programmed(set, "c/dropping"); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "route httproute/c/r/rule/0/match/0") {
+		t.Errorf("c/dropping (a route left out) Programmed = %+v, want False naming the route", c)
+	}
+	if c := programmed(set, "a/gw"); c != nil {
+		t.Errorf("a/gw amended: %+v", c)
+	}
+	// The recovery is published even though the translator's statuses
+	// did not change.
+	f.fail("b/gw", false)
+	p.Submit(snapshot(2, "a/gw", "b/gw", "c/dropping"))
+	s.next(t)
+	if c := programmed(next(), "b/gw"); c != nil {
+		t.Errorf("b/gw still amended after it recovered: %+v", c)
+	}
 }
