@@ -34,6 +34,10 @@ type Options struct {
 	// the snapshot, and status.addresses come from that Service. Offline
 	// (standalone, translate), generated configuration is Programmed.
 	Infrastructure bool
+	// MaxRouteExpansion is the most Envoy routes one HTTPRoute or
+	// GRPCRoute may expand into (budget.go): 0 means
+	// DefaultMaxRouteExpansion, negative no limit.
+	MaxRouteExpansion int
 }
 
 // Result is what one translation computes.

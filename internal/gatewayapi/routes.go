@@ -213,6 +213,7 @@ func (t *translator) attach(rs *routeState) {
 		t.attachParent(rs, ps, candidates, parentDesc)
 		t.owner = prevOwner
 	}
+	t.enforceBudget(rs)
 }
 
 func (t *translator) listenerSet(key resource.Key) *listenerSetState {

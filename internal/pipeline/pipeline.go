@@ -50,7 +50,6 @@ import (
 	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/metrics"
-	"github.com/portico-dev/portico/internal/render"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
@@ -104,6 +103,10 @@ type Config struct {
 	// Infrastructure: Portico provisions the proxies, and Gateways are
 	// Programmed only once they can take traffic (gatewayapi.Options).
 	Infrastructure bool
+	// MaxRouteExpansion is gatewayapi.Options.MaxRouteExpansion: the most
+	// Envoy routes one route may expand into (0: the default, negative:
+	// no limit).
+	MaxRouteExpansion int
 	// XDSOptions are the options of the xDS translation (e.g. the route
 	// split by hostname); the zero value is the default.
 	XDSOptions translate.Options
@@ -385,9 +388,10 @@ func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi
 		}
 	}()
 	opts := gatewayapi.Options{
-		ControllerName: p.cfg.ControllerName,
-		Now:            metav1.NewTime(p.cfg.Clock().Truncate(time.Second)),
-		Infrastructure: p.cfg.Infrastructure,
+		ControllerName:    p.cfg.ControllerName,
+		Now:               metav1.NewTime(p.cfg.Clock().Truncate(time.Second)),
+		Infrastructure:    p.cfg.Infrastructure,
+		MaxRouteExpansion: p.cfg.MaxRouteExpansion,
 	}
 	if p.translateInputs != nil {
 		res = p.translateInputs(snap, opts)
@@ -535,33 +539,3 @@ func (p *Pipeline) ReadyC() <-chan struct{} { return p.readyCh }
 
 // Latest is the last translation handed off, or nil before the first.
 func (p *Pipeline) Latest() *Result { return p.latest.Load() }
-
-// DebugXDS is the rendered configuration served to gateway ("ns/name"),
-// with secret material redacted.
-func (p *Pipeline) DebugXDS(gateway string) (any, bool) {
-	l := p.latest.Load()
-	if l == nil {
-		return nil, false
-	}
-	for _, r := range l.XDS {
-		if r.Gateway != gateway {
-			continue
-		}
-		g, err := render.GatewayXDSOf(r, render.Options{RedactSecrets: true})
-		if err != nil {
-			return map[string]string{"gateway": gateway, "error": err.Error()}, true
-		}
-		return g, true
-	}
-	return nil, false
-}
-
-// DebugStatus is the rendered statuses of the last translation (a
-// []render.StatusObject, empty before the first).
-func (p *Pipeline) DebugStatus() any {
-	l := p.latest.Load()
-	if l == nil {
-		return render.Statuses(nil)
-	}
-	return render.Statuses(l.Result)
-}
