@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +44,83 @@ func (c *choice) Set(v string) error {
 	return fmt.Errorf("must be one of %s", strings.Join(c.allowed, ", "))
 }
 
+// byteSize is a flag of a number of bytes: 1048576, 512Ki, 16Mi, 1Gi (or
+// KiB, MiB, GiB).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"Gi", 30}, {"Mi", 20}, {"Ki", 10}} {
+		if *b > 0 && int64(*b)%(1<<u.shift) == 0 {
+			return strconv.FormatInt(int64(*b)>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+func (b *byteSize) Set(v string) error {
+	num, shift := strings.TrimSuffix(v, "B"), uint(0)
+	for suffix, s := range map[string]uint{"Ki": 10, "Mi": 20, "Gi": 30} {
+		if strings.HasSuffix(num, suffix) {
+			num, shift = strings.TrimSuffix(num, suffix), s
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64>>shift {
+		return fmt.Errorf("want a positive number of bytes, like 1048576, 512Ki, 16Mi or 1Gi")
+	}
+	*b = byteSize(n << shift)
+	return nil
+}
+
+// positiveInt is a flag of an integer above zero.
+type positiveInt int
+
+func (p *positiveInt) String() string { return strconv.Itoa(int(*p)) }
+func (p *positiveInt) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return errors.New("want a positive integer")
+	}
+	*p = positiveInt(n)
+	return nil
+}
+
+// loadFlags are the limits of the manifest loader (resource.Limits), flags
+// of translate and standalone.
+type loadFlags struct {
+	fileBytes, documentBytes, totalBytes byteSize
+	objects                              positiveInt
+}
+
+// addLoadFlags defines the loader's limits on fs, with their defaults.
+func addLoadFlags(fs *flag.FlagSet) *loadFlags {
+	lf := &loadFlags{
+		fileBytes:     resource.DefaultMaxFileBytes,
+		documentBytes: resource.DefaultMaxDocumentBytes,
+		totalBytes:    resource.DefaultMaxTotalBytes,
+		objects:       resource.DefaultMaxObjects,
+	}
+	fs.Var(&lf.fileBytes, "max-file-bytes", "largest manifest file read, a `size` like 16Mi; a larger file is refused")
+	fs.Var(&lf.documentBytes, "max-document-bytes", "largest YAML document decoded (a whole List included), a `size`; a file with a larger one is refused")
+	fs.Var(&lf.totalBytes, "max-total-bytes", "most bytes one load reads, all files together, a `size`; more fails the load")
+	fs.Var(&lf.objects, "max-objects-per-file", "most `objects` in one file, List items included; a file with more is refused")
+	return lf
+}
+
+// limits returns the limits the flags set.
+func (lf *loadFlags) limits() resource.Limits {
+	return resource.Limits{
+		MaxFileBytes:     int64(lf.fileBytes),
+		MaxDocumentBytes: int64(lf.documentBytes),
+		MaxTotalBytes:    int64(lf.totalBytes),
+		MaxObjects:       int(lf.objects),
+	}
+}
+
 // newFlagSet returns a flag set that reports errors and usage on stderr.
 func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -71,9 +150,15 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
 }
 
 // translateCmd loads manifests, translates them and prints the statuses
-// and/or the xDS resources of every Gateway.
+// and/or the xDS resources of every Gateway. Secret material is redacted
+// as render does for /debug/xds (render.Options.RedactSecrets: private
+// keys, session ticket keys, generic secrets) unless --show-secrets: the
+// output is made to be read, pasted into issues and kept in CI logs, and
+// certificates are enough for that. The loader's limits are flags (addLoadFlags); a file it refuses
+// is an error, not a warning, so that the output never silently lacks
+// objects.
 func translateCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("translate", "translate -f FILE|DIR [-f …] [--output all|status|xds] [-o json|yaml] [--controller-name NAME]", stderr)
+	fs := newFlagSet("translate", "translate -f FILE|DIR [-f …] [--output all|status|xds] [-o json|yaml] [--controller-name NAME] [--show-secrets] [--max-file-bytes 16Mi]", stderr)
 	var files stringList
 	part := &choice{value: "all", allowed: []string{"all", "status", "xds"}}
 	format := &choice{value: "json", allowed: []string{"json", "yaml"}}
@@ -81,6 +166,9 @@ func translateCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(part, "output", "what to print: all, status or xds")
 	fs.Var(format, "o", "output format: json or yaml")
 	controller := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to translate for")
+	showSecrets := fs.Bool("show-secrets", false, "print secret material (the private keys of Secret resources…) as it is; by default it is "+
+		"replaced by "+render.Redacted+", as on /debug/xds")
+	lf := addLoadFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -90,7 +178,10 @@ func translateCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	snap, warnings, err := resource.Load(files...)
+	// Any file the loader refuses (not a regular file, a symlink out of its
+	// directory, over a limit) is an error here: the output must not
+	// silently lack its objects.
+	snap, warnings, err := resource.LoadWith(resource.Options{Limits: lf.limits()}, files...)
 	if err != nil {
 		fmt.Fprintf(stderr, "portico translate: %v\n", err)
 		return exitError
@@ -117,7 +208,7 @@ func translateCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		xds = append(xds, r)
 	}
-	out, err := render.Build(res, xds, render.Options{})
+	out, err := render.Build(res, xds, render.Options{RedactSecrets: !*showSecrets})
 	if err != nil {
 		fmt.Fprintf(stderr, "portico translate: %v\n", err)
 		return exitError

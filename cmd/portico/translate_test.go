@@ -1,9 +1,21 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -142,5 +154,155 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if code := run([]string{"translate", "-f", "/does/not/exist"}, &out, &errb); code != exitError || !strings.Contains(errb.String(), "/does/not/exist") {
 		t.Errorf("missing file: exit %d %q", code, errb.String())
+	}
+}
+
+// tlsSecretYAML returns a Gateway default/gw with an HTTPS listener that
+// terminates TLS with the Secret default/tls, and that Secret holding a
+// fresh self-signed certificate; it returns the key's PEM too.
+func tlsSecretYAML(t *testing.T) (manifest string, certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "www.example.com"},
+		DNSNames:     []string{"www.example.com"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+	manifest = `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portico}
+spec: {controllerName: portico.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: portico
+  listeners:
+  - name: https
+    protocol: HTTPS
+    port: 8443
+    hostname: www.example.com
+    tls:
+      certificateRefs: [{name: tls}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: tls, namespace: default}
+type: kubernetes.io/tls
+data:
+  tls.crt: ` + base64.StdEncoding.EncodeToString(certPEM) + `
+  tls.key: ` + base64.StdEncoding.EncodeToString(keyPEM) + `
+`
+	return manifest, certPEM, keyPEM
+}
+
+// TestTranslateRedactsPrivateKeys: the private key of a TLS Secret is not
+// printed unless --show-secrets; the certificate is, either way.
+func TestTranslateRedactsPrivateKeys(t *testing.T) {
+	dir := t.TempDir()
+	manifest, certPEM, keyPEM := tlsSecretYAML(t)
+	writeFile(t, dir, "tls.yaml", manifest)
+	// The key may be printed as PEM or base64 (protojson's inlineBytes).
+	keyForms := []string{string(keyPEM), base64.StdEncoding.EncodeToString(keyPEM), strings.Split(string(keyPEM), "\n")[1]}
+	certB64 := base64.StdEncoding.EncodeToString(certPEM)
+
+	for _, format := range []string{"json", "yaml"} {
+		code, out, errOut := runTranslate(t, "-o", format, "-f", dir)
+		if code != 0 {
+			t.Fatalf("-o %s: exit %d, stderr:\n%s", format, code, errOut)
+		}
+		for _, k := range keyForms {
+			if strings.Contains(out, k) {
+				t.Errorf("-o %s: output contains the private key (%.20s…) without --show-secrets", format, k)
+			}
+		}
+		if !strings.Contains(out, "[redacted]") {
+			t.Errorf("-o %s: output has no [redacted] key", format)
+		}
+		if !strings.Contains(out, certB64) {
+			t.Errorf("-o %s: output lacks the certificate", format)
+		}
+	}
+
+	code, out, errOut := runTranslate(t, "--show-secrets", "-f", dir)
+	if code != 0 {
+		t.Fatalf("--show-secrets: exit %d, stderr:\n%s", code, errOut)
+	}
+	if !strings.Contains(out, base64.StdEncoding.EncodeToString(keyPEM)) {
+		t.Errorf("--show-secrets: output lacks the private key:\n%s", out)
+	}
+	if strings.Contains(out, "[redacted]") {
+		t.Errorf("--show-secrets: output still redacted")
+	}
+}
+
+// TestTranslateLoaderLimits: a file the loader refuses fails translate,
+// naming it (the output must not silently lack its objects), and the
+// limits are flags.
+func TestTranslateLoaderLimits(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "gateway.yaml", gatewayYAML)
+	web := writeFile(t, dir, "web.yaml", backendYAML("web", "10.0.0.1"))
+
+	size := len(backendYAML("web", "10.0.0.1"))
+	limit := strconv.Itoa(size - 1)
+	code, out, errOut := runTranslate(t, "--max-file-bytes", limit, "-f", dir)
+	if code != exitError || out != "" || !strings.Contains(errOut, web) || !strings.Contains(errOut, "larger than the limit of "+limit+" bytes") {
+		t.Errorf("--max-file-bytes %s: exit %d, stderr:\n%s", limit, code, errOut)
+	}
+	if code, _, errOut := runTranslate(t, "--max-objects-per-file", "2", "-f", dir); code != exitError || !strings.Contains(errOut, "more than 2 objects") {
+		t.Errorf("--max-objects-per-file 2: exit %d, stderr:\n%s", code, errOut)
+	}
+	total := strconv.Itoa(size + len(gatewayYAML) - 1)
+	if code, _, errOut := runTranslate(t, "--max-total-bytes", total, "-f", dir); code != exitError || !strings.Contains(errOut, "total size") {
+		t.Errorf("--max-total-bytes %s: exit %d, stderr:\n%s", total, code, errOut)
+	}
+	if code, _, errOut := runTranslate(t, "--max-document-bytes", "100", "-f", dir); code != exitError || !strings.Contains(errOut, "document of") {
+		t.Errorf("--max-document-bytes 100: exit %d, stderr:\n%s", code, errOut)
+	}
+	if code, _, errOut := runTranslate(t, "--max-file-bytes", "1Mi", "--max-total-bytes", "2MiB", "-f", dir); code != exitOK {
+		t.Errorf("generous limits: exit %d, stderr:\n%s", code, errOut)
+	}
+	for _, bad := range []string{"0", "-1", "16Xi", "lots", "99999999999Gi"} {
+		for _, flag := range []string{"--max-file-bytes", "--max-objects-per-file"} {
+			if code, _, _ := runTranslate(t, flag, bad, "-f", dir); code != exitUsage {
+				t.Errorf("%s %s: exit %d, want %d", flag, bad, code, exitUsage)
+			}
+		}
+	}
+
+	// A FIFO in the directory: an error naming it, at once.
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		code, _, errOut := runTranslate(t, "-f", dir)
+		if code != exitError || !strings.Contains(errOut, fifo) || !strings.Contains(errOut, "not a regular file") {
+			t.Errorf("FIFO: exit %d, stderr:\n%s", code, errOut)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(deadline):
+		t.Fatal("translate blocked on a FIFO")
 	}
 }

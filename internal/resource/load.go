@@ -1,40 +1,34 @@
 package resource
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
-	"sigs.k8s.io/yaml"
-
-	"github.com/portico-dev/portico/api/v1alpha1"
 )
 
-// Warning is a document that was read but skipped, with where it was.
+// Warning is a document (or, with Document -1, a whole file) that was read
+// but skipped, with where it was and why.
 type Warning struct {
 	File     string
-	Document int // 0-based index of the YAML document in File
+	Document int // 0-based index of the YAML document in File; -1: the whole file
+	Reason   Reason
 	Message  string
 }
 
 func (w Warning) String() string {
+	if w.Document < 0 {
+		return fmt.Sprintf("%s: %s", w.File, w.Message)
+	}
 	return fmt.Sprintf("%s: document %d: %s", w.File, w.Document, w.Message)
 }
 
 // LoadError is a file that could not be read or parsed. Nothing of a load
-// that returns one should be used.
+// that returns one should be used. Its Err is a *RefusedError for a file
+// the loader refuses (see Options.SkipRefused).
 type LoadError struct {
 	File     string
 	Document int
@@ -50,24 +44,111 @@ func (e *LoadError) Error() string {
 
 func (e *LoadError) Unwrap() error { return e.Err }
 
+// Options control LoadWith. The zero value is Load's behaviour.
+type Options struct {
+	// Limits bound the load; zero fields take their defaults.
+	Limits Limits
+	// SkipRefused turns a refused file (a *RefusedError: not a regular
+	// file, a symlink leaving the directory, over a per-file limit) into a
+	// Warning with Document -1 (or the document where a limit was hit),
+	// and loads the other files.
+	SkipRefused bool
+}
+
 // Load reads every path (a file, or a directory walked for *.yaml, *.yml and
-// *.json files in lexical order) into a new built Snapshot. Unknown kinds are
-// skipped and reported as warnings; unparseable YAML, or a document of a
-// known kind that does not decode, is a *LoadError naming the file.
+// *.json files in lexical order) into a new built Snapshot, with the
+// default limits. Unknown kinds are skipped and reported as warnings;
+// unparseable YAML, a document of a known kind that does not decode, or a
+// file the loader refuses (see RefusedError) is a *LoadError naming the
+// file.
+//
+// # Limits and refusals
+//
+// Load and LoadWith read files and directories of YAML or JSON manifests
+// (standalone mode's directory, `portico translate -f`) into a Snapshot.
+// Everything they read may be hostile or simply wrong, so a load is
+// bounded in time and memory whatever the input:
+//
+//   - Only regular files are read. A directory entry that is a FIFO,
+//     socket or device is refused without being opened; every file is
+//     opened with O_NONBLOCK and checked again after opening (fstat), so a
+//     file swapped for a FIFO cannot block the load either.
+//   - The files of a directory are opened through an os.Root: a symlink is
+//     followed only when it is relative and resolves, at every step, to a
+//     file inside the directory (a Kubernetes ConfigMap or Secret volume's
+//     name.yaml → ..data/name.yaml works); an absolute symlink, or one that
+//     climbs out, is refused. A path named by the caller is opened as given
+//     (its symlinks are the caller's choice), but must be a regular file.
+//     Directories are walked without following symlinks; hidden ones
+//     (".name") are skipped.
+//   - Limits (defaults: 16 MiB per file, 2 MiB per YAML document, 50,000
+//     objects per file, Lists nested 3 deep; 64 MiB and 100,000 files per
+//     load) are checked before reading (the size from fstat), while reading
+//     (a file that grows) and while decoding.
+//   - Each document is parsed on its own; a List is converted to JSON once
+//     and its items are streamed from that JSON one at a time, each
+//     decoded once (no re-marshalling, so nesting costs linear time).
+//
+// What a refusal does is the caller's choice. By default (Load; `portico
+// translate`) a refused file is an error naming it, like a file that does
+// not parse. With Options.SkipRefused (standalone mode) it becomes a
+// Warning and the other files load: a FIFO or an oversized file dropped in
+// the directory cannot freeze the configuration. A file that does not
+// parse, or a load over MaxTotalBytes or MaxFiles, still fails the whole
+// load, so that a half-written file never removes its objects from the
+// served configuration (the provider keeps the last good snapshot).
+// Within a file, decoding is all or nothing: a file that fails or is
+// refused adds no object.
+//
+// Memory: parsing holds one document's syntax tree at a time, and the
+// decoded objects stay; together about 10× the bytes read for ordinary
+// manifests, up to about 60× for pathological YAML (millions of empty
+// nodes), so MaxTotalBytes is what bounds a load.
 func Load(paths ...string) (*Snapshot, []Warning, error) {
-	files, err := expand(paths)
+	return LoadWith(Options{}, paths...)
+}
+
+// LoadWith is Load with options.
+func LoadWith(opts Options, paths ...string) (*Snapshot, []Warning, error) {
+	limits := opts.Limits.withDefaults()
+	files, closeRoots, err := expand(paths, limits.MaxFiles)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer closeRoots()
 	s := New()
-	var warnings []Warning
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, nil, &LoadError{File: f, Document: -1, Err: err}
+	var (
+		warnings []Warning
+		total    int64
+	)
+	// skip turns a refused file into a warning when the options say so.
+	skip := func(le *LoadError) bool {
+		var r *RefusedError
+		if !opts.SkipRefused || !errors.As(le.Err, &r) {
+			return false
 		}
-		w, err := s.AddYAML(f, data)
+		warnings = append(warnings, Warning{File: le.File, Document: le.Document, Reason: r.Reason, Message: le.Err.Error()})
+		return true
+	}
+	for _, f := range files {
+		data, err := f.read(limits.MaxFileBytes, limits.MaxTotalBytes-total)
+		if errors.Is(err, errTotal) {
+			return nil, nil, &LoadError{File: f.path, Document: -1,
+				Err: fmt.Errorf("%w of %d bytes", errTotal, limits.MaxTotalBytes)}
+		}
 		if err != nil {
+			le := &LoadError{File: f.path, Document: -1, Err: err}
+			if skip(le) {
+				continue
+			}
+			return nil, nil, le
+		}
+		total += int64(len(data))
+		w, err := s.addYAML(f.path, data, limits)
+		if err != nil {
+			if le := (*LoadError)(nil); errors.As(err, &le) && skip(le) {
+				continue
+			}
 			return nil, nil, err
 		}
 		warnings = append(warnings, w...)
@@ -75,218 +156,61 @@ func Load(paths ...string) (*Snapshot, []Warning, error) {
 	return s.Build(), warnings, nil
 }
 
-func expand(paths []string) ([]string, error) {
-	var files []string
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, &LoadError{File: p, Document: -1, Err: err}
-		}
-		if !st.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		var found []string
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if path != p && strings.HasPrefix(d.Name(), ".") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if IsManifest(path) {
-				found = append(found, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, &LoadError{File: p, Document: -1, Err: err}
-		}
-		sort.Strings(found)
-		files = append(files, found...)
-	}
-	return files, nil
-}
-
-// IsManifest reports whether a file name looks like a manifest the loader reads.
-func IsManifest(path string) bool {
-	base := filepath.Base(path)
-	if strings.HasPrefix(base, ".") {
-		return false
-	}
-	switch strings.ToLower(filepath.Ext(base)) {
-	case ".yaml", ".yml", ".json":
-		return true
-	}
-	return false
-}
-
 // AddYAML decodes a multi-document YAML stream into the snapshot, which
-// must not be shared yet (call Build afterwards). file is used in messages
-// only.
+// must not be shared yet (call Build afterwards), with the default limits
+// (a stream over one of them is a *LoadError with a *RefusedError). file
+// is used in messages only. Nothing is added when it returns an error.
 func (s *Snapshot) AddYAML(file string, data []byte) ([]Warning, error) {
-	reader := utilyaml.NewYAMLReader(bufioReader(data))
+	return s.addYAML(file, data, Limits{}.withDefaults())
+}
+
+func (s *Snapshot) addYAML(file string, data []byte, limits Limits) ([]Warning, error) {
+	if n := int64(len(data)); n > limits.MaxFileBytes {
+		return nil, &LoadError{File: file, Document: -1, Err: tooLarge(n, limits.MaxFileBytes)}
+	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	d := &decoder{limits: limits}
 	var warnings []Warning
 	for i := 0; ; i++ {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			return warnings, nil
+			break
 		}
 		if err != nil {
 			return nil, &LoadError{File: file, Document: i, Err: err}
 		}
-		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+		if isEmptyDocument(doc) {
 			i--
 			continue
 		}
-		w, err := s.addDocument(doc)
+		w, err := d.document(doc, 0)
 		if err != nil {
 			return nil, &LoadError{File: file, Document: i, Err: err}
 		}
 		if w != "" {
-			warnings = append(warnings, Warning{File: file, Document: i, Message: w})
+			warnings = append(warnings, Warning{File: file, Document: i, Reason: ReasonUnknownKind, Message: w})
 		}
 	}
+	for _, set := range d.pending {
+		set(s)
+	}
+	return warnings, nil
 }
 
-// addDocument decodes one document. It returns a warning for a document it
-// skips, and an error for one it cannot parse.
-func (s *Snapshot) addDocument(doc []byte) (string, error) {
-	var tm struct {
-		metav1.TypeMeta `json:",inline"`
-		Metadata        struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
-	}
-	if err := yaml.Unmarshal(doc, &tm); err != nil {
-		return "", err
-	}
-	if tm.Kind == "" || tm.APIVersion == "" {
-		return "", errors.New("document has no apiVersion or kind")
-	}
-	if tm.Kind == "List" && tm.APIVersion == "v1" {
-		var list struct {
-			Items []map[string]any `json:"items"`
+// isEmptyDocument reports whether doc holds only blank lines, comments and
+// document separators.
+func isEmptyDocument(doc []byte) bool {
+	for len(doc) > 0 {
+		line := doc
+		if i := bytes.IndexByte(doc, '\n'); i >= 0 {
+			line, doc = doc[:i], doc[i+1:]
+		} else {
+			doc = nil
 		}
-		if err := yaml.Unmarshal(doc, &list); err != nil {
-			return "", err
-		}
-		var warns []string
-		for i, item := range list.Items {
-			b, err := yaml.Marshal(item)
-			if err != nil {
-				return "", fmt.Errorf("item %d: %w", i, err)
-			}
-			w, err := s.addDocument(b)
-			if err != nil {
-				return "", fmt.Errorf("item %d: %w", i, err)
-			}
-			if w != "" {
-				warns = append(warns, fmt.Sprintf("item %d: %s", i, w))
-			}
-		}
-		return strings.Join(warns, "; "), nil
-	}
-	if tm.Metadata.Name == "" {
-		return "", fmt.Errorf("%s has no metadata.name", tm.Kind)
-	}
-	gv := tm.GroupVersionKind()
-	switch {
-	case gv.Group == gwv1.GroupName:
-		return s.addGatewayAPI(gv.Version, tm.Kind, doc)
-	case gv.Group == "" && gv.Version == "v1":
-		switch tm.Kind {
-		case "Service":
-			return "", decodeInto(doc, &s.Services, &corev1.Service{}, true)
-		case "Secret":
-			return "", decodeInto(doc, &s.Secrets, &corev1.Secret{}, true)
-		case "Namespace":
-			ns := &corev1.Namespace{}
-			if err := yaml.UnmarshalStrict(doc, ns); err != nil {
-				return "", err
-			}
-			s.Namespaces.Set(ns.Name, ns)
-			return "", nil
-		}
-	case gv.Group == discoveryv1.GroupName && gv.Version == "v1" && tm.Kind == "EndpointSlice":
-		return "", decodeInto(doc, &s.EndpointSlices, &discoveryv1.EndpointSlice{}, true)
-	case gv == v1alpha1.GroupVersion.WithKind(v1alpha1.Kind):
-		return "", decodeInto(doc, &s.ProxyConfigs, &v1alpha1.ProxyConfig{}, true)
-	}
-	return fmt.Sprintf("unknown kind %s %q, skipped", tm.APIVersion+"/"+tm.Kind, tm.Metadata.Name), nil
-}
-
-func (s *Snapshot) addGatewayAPI(version, kind string, doc []byte) (string, error) {
-	known := map[string][]string{
-		"GatewayClass":   {"v1", "v1beta1"},
-		"Gateway":        {"v1", "v1beta1"},
-		"ListenerSet":    {"v1"},
-		"HTTPRoute":      {"v1", "v1beta1"},
-		"GRPCRoute":      {"v1"},
-		"ReferenceGrant": {"v1", "v1beta1"},
-	}
-	ok := false
-	for _, v := range known[kind] {
-		ok = ok || v == version
-	}
-	if !ok {
-		return fmt.Sprintf("unknown kind %s/%s/%s, skipped", gwv1.GroupName, version, kind), nil
-	}
-	// The served versions of these kinds share one schema, so the v1 types
-	// decode all of them.
-	switch kind {
-	case "GatewayClass":
-		gc := &gwv1.GatewayClass{}
-		if err := yaml.UnmarshalStrict(doc, gc); err != nil {
-			return "", err
-		}
-		s.GatewayClasses.Set(gc.Name, gc)
-		return "", nil
-	case "Gateway":
-		return "", decodeInto(doc, &s.Gateways, &gwv1.Gateway{}, true)
-	case "ListenerSet":
-		return "", decodeInto(doc, &s.ListenerSets, &gwv1.ListenerSet{}, true)
-	case "HTTPRoute":
-		return "", decodeInto(doc, &s.HTTPRoutes, &gwv1.HTTPRoute{}, true)
-	case "GRPCRoute":
-		return "", decodeInto(doc, &s.GRPCRoutes, &gwv1.GRPCRoute{}, true)
-	default: // ReferenceGrant
-		return "", decodeInto(doc, &s.ReferenceGrants, &gwv1beta1.ReferenceGrant{}, true)
-	}
-}
-
-// namespaced is an object with ObjectMeta.
-type namespaced interface {
-	GetNamespace() string
-	SetNamespace(string)
-	GetName() string
-}
-
-// decodeInto strictly decodes doc into obj and stores it in m; objects with
-// no namespace are put in "default", as kubectl would.
-func decodeInto[T namespaced](doc []byte, m *Map[Key, T], obj T, defaultNS bool) error {
-	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
-		return err
-	}
-	if obj.GetNamespace() == "" && defaultNS {
-		obj.SetNamespace(metav1.NamespaceDefault)
-	}
-	m.Set(Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, obj)
-	return nil
-}
-
-func stripComments(doc []byte) []byte {
-	var out [][]byte
-	for _, line := range bytes.Split(doc, []byte("\n")) {
 		t := bytes.TrimSpace(line)
-		if len(t) == 0 || t[0] == '#' || string(t) == "---" {
-			continue
+		if len(t) != 0 && t[0] != '#' && string(t) != "---" {
+			return false
 		}
-		out = append(out, line)
 	}
-	return bytes.Join(out, []byte("\n"))
+	return true
 }

@@ -167,11 +167,23 @@ func FuzzAddYAML(f *testing.F) {
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: Secret, metadata: {name: s}}]\n"))
 	f.Add([]byte("---\n---\n"))
 	f.Add([]byte("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec: {rules: [{matches: [{path: {type: RegularExpression, value: '(('}}]}]}\n"))
+	// Lists: nested up to and past the limit, with odd items.
+	f.Add([]byte(nestedList(DefaultMaxListDepth)))
+	f.Add([]byte(nestedList(DefaultMaxListDepth + 1)))
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: List\n  items:\n  - {apiVersion: v1, kind: Namespace, metadata: {name: n}}\n  - {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n"))
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems: null\n"))
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems: {a: 1}\n"))
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems: [1, \"x\", [], null]\n"))
+	f.Add([]byte("- apiVersion: v1\n  kind: List\n"))
+	f.Add([]byte("apiVersion: v1\nkind: List\nmetadata: {name: l}\nitems: [{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: Service, metadata: {name: 1}}]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := New()
 		_, err := s.AddYAML("fuzz.yaml", data)
 		if err != nil && !strings.Contains(err.Error(), "fuzz.yaml") {
 			t.Fatalf("error does not name the file: %v", err)
+		}
+		if err != nil && s.Build().Len() != 0 {
+			t.Fatalf("a stream that failed (%v) added %d objects", err, s.Len())
 		}
 		s.Build()
 	})

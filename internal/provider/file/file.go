@@ -2,9 +2,17 @@
 // under a directory into a resource.Snapshot, watches the directory tree with
 // fsnotify and delivers a new snapshot after each (debounced) change.
 //
-// A load that fails (unparseable YAML, a known kind that does not decode) is
-// logged, naming the file, and nothing is delivered: the consumer keeps the
-// last good snapshot until the files are fixed.
+// A load that fails (unparseable YAML, a known kind that does not decode,
+// more bytes in the directory than Limits.MaxTotalBytes) is logged, naming
+// the file, and nothing is delivered: the consumer keeps the last good
+// snapshot until the files are fixed. A file the loader refuses (not a
+// regular file, a symlink out of the directory, over a per-file limit: see
+// resource.LoadWith) is different: it can never load, so it is skipped
+// with a warning naming it and the other files load (one FIFO, socket or
+// oversized file dropped into the directory must not freeze the
+// configuration). Every skipped file or document is logged at each reload
+// and counted in portico_resource_load_warnings{reason}; loads are counted
+// in portico_resource_loads_total{result}.
 package file
 
 import (
@@ -19,6 +27,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/portico-dev/portico/internal/resource"
 )
@@ -36,6 +45,70 @@ type Provider struct {
 	sink     func(*resource.Snapshot)
 	log      *slog.Logger
 	debounce time.Duration
+	limits   resource.Limits
+	metrics  *loadMetrics // nil: not exported
+}
+
+// Registerer registers collectors (a *metrics.Metrics, or a
+// prometheus.Registerer).
+type Registerer interface {
+	MustRegister(...prometheus.Collector)
+}
+
+// Options are the optional settings of a Provider.
+type Options struct {
+	// Limits bound each load (zero fields take the loader's defaults).
+	Limits resource.Limits
+	// Metrics, when set, gets the provider's collectors.
+	Metrics Registerer
+}
+
+// loadMetrics are the collectors of the loads.
+type loadMetrics struct {
+	warnings *prometheus.GaugeVec
+	loads    *prometheus.CounterVec
+}
+
+// Load results, the "result" label of portico_resource_loads_total.
+const (
+	resultOK    = "ok"
+	resultError = "error"
+)
+
+func newLoadMetrics(r Registerer) *loadMetrics {
+	m := &loadMetrics{
+		warnings: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "portico",
+			Subsystem: "resource",
+			Name:      "load_warnings",
+			Help: "Files and documents skipped by the last load of the resources directory that produced a configuration, by reason " +
+				"(unknown-kind: one document; the others: a whole file).",
+		}, []string{"reason"}),
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "portico",
+			Subsystem: "resource",
+			Name:      "loads_total",
+			Help:      "Loads of the resources directory, by result (ok: a configuration was delivered; error: the last good one stays).",
+		}, []string{"result"}),
+	}
+	// Export every series from the start, so that dashboards see zeros.
+	for _, reason := range resource.Reasons {
+		m.warnings.WithLabelValues(string(reason))
+	}
+	m.loads.WithLabelValues(resultOK)
+	m.loads.WithLabelValues(resultError)
+	r.MustRegister(m.warnings, m.loads)
+	return m
+}
+
+// WithOptions applies opts to p (before Run) and returns p. It registers
+// the provider's metrics on opts.Metrics, so call it once per registry.
+func (p *Provider) WithOptions(opts Options) *Provider {
+	p.limits = opts.Limits
+	if opts.Metrics != nil {
+		p.metrics = newLoadMetrics(opts.Metrics)
+	}
+	return p
 }
 
 // New returns a provider of the manifests under dir that hands each loaded
@@ -144,7 +217,14 @@ func (p *Provider) watchTree(w *fsnotify.Watcher, root string) error {
 // reload loads the directory and delivers the snapshot, or logs why not.
 func (p *Provider) reload() {
 	start := time.Now()
-	snap, warnings, err := resource.Load(p.dir)
+	snap, warnings, err := resource.LoadWith(resource.Options{Limits: p.limits, SkipRefused: true}, p.dir)
+	if p.metrics != nil {
+		result := resultOK
+		if err != nil {
+			result = resultError
+		}
+		p.metrics.loads.WithLabelValues(result).Inc()
+	}
 	if err != nil {
 		attrs := []any{"error", err.Error()}
 		var le *resource.LoadError
@@ -157,8 +237,24 @@ func (p *Provider) reload() {
 		p.log.Error("loading resources failed; keeping the last good configuration", attrs...)
 		return
 	}
+	counts := map[resource.Reason]int{}
 	for _, w := range warnings {
-		p.log.Warn("skipped document", "file", w.File, "document", w.Document, "reason", w.Message)
+		counts[w.Reason]++
+		attrs := []any{"file", w.File}
+		if w.Document >= 0 {
+			attrs = append(attrs, "document", w.Document)
+		}
+		attrs = append(attrs, "reason", w.Message, "category", string(w.Reason))
+		if w.Reason == resource.ReasonUnknownKind {
+			p.log.Warn("skipped document", attrs...)
+		} else {
+			p.log.Warn("skipped file", attrs...)
+		}
+	}
+	if p.metrics != nil {
+		for _, reason := range resource.Reasons {
+			p.metrics.warnings.WithLabelValues(string(reason)).Set(float64(counts[reason]))
+		}
 	}
 	p.log.Info("loaded resources", "objects", snap.Len(), "duration", time.Since(start))
 	p.sink(snap)
