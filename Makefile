@@ -7,7 +7,7 @@ export GOTOOLCHAIN := go1.27.3
 
 GO        ?= go
 RESOURCES ?= examples/quickstart
-XDS_ADDR  ?= :18000
+XDS_ADDR  ?= 127.0.0.1:18000
 ADMIN_ADDR?= :19000
 FUZZTIME  ?= 10s
 BIN       := _output/bin
@@ -34,7 +34,7 @@ IMAGE ?= ghcr.io/portico-dev/portico:$(VERSION)
 image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
-## run: standalone Portico on examples/quickstart (xDS on :18000, admin on :19000)
+## run: standalone Portico on examples/quickstart (plaintext xDS on 127.0.0.1:18000, admin on :19000)
 run: build
 	$(BIN)/portico standalone --resources $(RESOURCES) --xds-address $(XDS_ADDR) --admin-address $(ADMIN_ADDR)
 

@@ -4,10 +4,12 @@
 #   echo backends  app-v1 :9001, app-v2 :9002, api :9003 (the conformance
 #                  suite's echo server: it answers with a JSON account of
 #                  the request and the name of the backend, "pod")
-#   portico        standalone on examples/quickstart: xDS on 127.0.0.1:18000,
-#                  admin on 127.0.0.1:19000
-#   envoy          booted from `portico bootstrap --gateway default/quickstart`:
-#                  listeners :8080 (HTTP) and :8443 (HTTPS), admin 127.0.0.1:9901
+#   portico        standalone on examples/quickstart: xDS over mutual TLS on
+#                  127.0.0.1:18000 (certificates from `portico certs` in
+#                  _output/demo/certs), admin on 127.0.0.1:19000
+#   envoy          booted from `portico bootstrap --gateway default/quickstart`
+#                  with its client certificate: listeners :8080 (HTTP) and
+#                  :8443 (HTTPS, its certificate by SDS), admin 127.0.0.1:9901
 #
 # Envoy is the pinned one hack/envoy.sh installs. Logs go to _output/demo/.
 # It runs until Ctrl-C and then stops everything it started. With
@@ -51,13 +53,20 @@ for b in app-v1:9001 app-v2:9002 api:9003; do
   POD_NAME=$name NAMESPACE=default HTTP_PORT=$port H2C_PORT=0 "$BIN/echo-basic" >"$OUT/$name.log" 2>&1 &
   pids+=($!)
 done
+# Mutual TLS on xDS: Envoy proves it is the quickstart Gateway's proxy, so
+# Portico sends it the HTTPS listener's private key (without TLS it would
+# withhold it).
+CERTS=$OUT/certs
+"$BIN/portico" certs --dir "$CERTS" --gateway default/quickstart --server-name 127.0.0.1 >/dev/null
 "$BIN/portico" standalone --resources examples/quickstart --xds-address 127.0.0.1:18000 \
+  --xds-tls-cert "$CERTS/server.crt" --xds-tls-key "$CERTS/server.key" --xds-client-ca "$CERTS/ca.crt" \
   --admin-address 127.0.0.1:19000 >"$OUT/portico.log" 2>&1 &
 pids+=($!)
 for port in 9001 9002 9003; do wait_for "backend :$port" curl -sf "http://127.0.0.1:$port/health"; done
 wait_for "portico" curl -sf http://127.0.0.1:19000/readyz
 
 "$BIN/portico" bootstrap --gateway default/quickstart --xds-address 127.0.0.1:18000 \
+  --xds-ca "$CERTS/ca.crt" --xds-client-cert "$CERTS/default_quickstart.crt" --xds-client-key "$CERTS/default_quickstart.key" \
   --admin-address 127.0.0.1:9901 --node-id demo-envoy >"$OUT/envoy-bootstrap.json"
 "$ENVOY" --config-path "$OUT/envoy-bootstrap.json" --log-path "$OUT/envoy.log" >"$OUT/envoy.out" 2>&1 &
 pids+=($!)
@@ -90,7 +99,7 @@ Traffic flows through Envoy to the local backends. Try:
   curl -sk https://localhost:8443/api/                 # HTTPS, certificate served by SDS
 
   curl -s http://127.0.0.1:9901/config_dump            # what Envoy got
-  curl -s 'http://127.0.0.1:19000/debug/xds?gateway=default/quickstart'   # what Portico serves
+  curl -s 'http://127.0.0.1:19001/debug/xds?gateway=default/quickstart'   # what Portico serves
 
 Edit a file in examples/quickstart/ and Envoy follows. Logs: $OUT/. Ctrl-C stops everything.
 TXT

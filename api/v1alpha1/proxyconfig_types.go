@@ -14,9 +14,11 @@ const DefaultEnvoyImage = "docker.io/envoyproxy/envoy:distroless-v1.36.2"
 
 // ProxyConfig configures the Envoy proxies Portico provisions for a
 // Gateway. A GatewayClass references one with spec.parametersRef (group
-// portico.dev, kind ProxyConfig, with a namespace); a Gateway may override it
-// with spec.infrastructure.parametersRef (a ProxyConfig in its own
-// namespace).
+// portico.dev, kind ProxyConfig, with a namespace): the administrator's. A
+// Gateway may override some of its fields with
+// spec.infrastructure.parametersRef (a ProxyConfig in its own namespace):
+// the fields it sets replace the class's, within the bounds of the class's
+// spec.gatewayOverrides; the fields it leaves unset are the class's.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:categories=portico
@@ -37,9 +39,8 @@ type ProxyConfigSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
-	// Replicas of the Envoy Deployment.
+	// Replicas of the Envoy Deployment. Unset: the class's, else 2.
 	// +optional
-	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -56,6 +57,72 @@ type ProxyConfigSpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=trace;debug;info;warning;error;critical;off
 	LogLevel string `json:"logLevel,omitempty"`
+
+	// GatewayOverrides bounds what the ProxyConfig of a Gateway of the
+	// class may change. It is read in the ProxyConfig a GatewayClass
+	// references and ignored in a Gateway's own. When absent, Gateways may
+	// set replicas, resources, logLevel and service.addressFromClusterIP,
+	// and narrow service.type; not image, service annotations or a wider
+	// Service type.
+	// +optional
+	GatewayOverrides *GatewayOverrides `json:"gatewayOverrides,omitempty"`
+}
+
+// OverridableField is a field of ProxyConfigSpec that a Gateway's
+// ProxyConfig may set to another value than its class's.
+// +kubebuilder:validation:Enum=image;replicas;resources;logLevel;service.type;service.annotations;service.addressFromClusterIP
+type OverridableField string
+
+// Fields a GatewayOverrides can list.
+const (
+	OverrideImage                OverridableField = "image"
+	OverrideReplicas             OverridableField = "replicas"
+	OverrideResources            OverridableField = "resources"
+	OverrideLogLevel             OverridableField = "logLevel"
+	OverrideServiceType          OverridableField = "service.type"
+	OverrideServiceAnnotations   OverridableField = "service.annotations"
+	OverrideAddressFromClusterIP OverridableField = "service.addressFromClusterIP"
+)
+
+// DefaultOverridableFields are the fields a Gateway may override when its
+// class's ProxyConfig has no gatewayOverrides (or the class has no
+// ProxyConfig): what a namespace's ResourceQuota and LimitRange already
+// bound (replicas, resources), and what concerns only the Gateway's own
+// proxies (log level, the address it reports).
+var DefaultOverridableFields = []OverridableField{OverrideReplicas, OverrideResources, OverrideLogLevel, OverrideAddressFromClusterIP}
+
+// GatewayOverrides bounds the ProxyConfigs of the Gateways of a class. A
+// Gateway's ProxyConfig that sets a field outside the bounds (to a value
+// other than the class's) makes the Gateway Accepted=False with reason
+// InvalidParameters, naming the field; its proxies then run with the
+// class's ProxyConfig alone.
+type GatewayOverrides struct {
+	// Fields a Gateway's ProxyConfig may set to another value than the
+	// class's; an empty list allows none. Whatever the list, a Gateway may
+	// pick a Service type that exposes no more than the class's (ClusterIP,
+	// then NodePort, then LoadBalancer): listing service.type allows any.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=7
+	Fields []OverridableField `json:"fields,omitempty"`
+
+	// Images a Gateway's ProxyConfig may name when fields lists image:
+	// each entry is an image reference that must match exactly, or a
+	// prefix ending in "/", ":" or "@" (a registry or repository). Empty:
+	// any image.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=512
+	Images []string `json:"images,omitempty"`
+
+	// MaxReplicas bounds the replicas a Gateway's ProxyConfig may set
+	// (when fields lists replicas). Unset: no bound but the ProxyConfig
+	// maximum (1000) and the namespace's ResourceQuota.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
 }
 
 // ProxyService configures the Service in front of the proxies.

@@ -20,6 +20,23 @@ import (
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
+// Defaults of the admin and debug addresses of controller and standalone:
+// probes and metrics on every interface (the kubelet and Prometheus reach
+// them), the debug views on loopback only (kubectl port-forward reaches
+// them in a Pod).
+const (
+	defaultAdminAddress = ":19000"
+	defaultDebugAddress = "127.0.0.1:19001"
+)
+
+// listenerAddr is lis's address, or "off" for none.
+func listenerAddr(lis net.Listener) string {
+	if lis == nil {
+		return "off"
+	}
+	return lis.Addr().String()
+}
+
 // routeSplitUsage documents --route-split of controller and standalone.
 const routeSplitUsage = "route tables of plaintext HTTP listeners: none (one per listener) or hostname " +
 	"(one per hostname, selected by Envoy scoped RDS on the exact Host; see README)"
@@ -38,9 +55,13 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	leaseDuration := fs.Duration("lease-duration", defaultLease, "how long a Lease is valid without renewal")
 	renewDeadline := fs.Duration("renew-deadline", defaultRenew, "how long the leader retries renewing before it stops writing")
 	retryPeriod := fs.Duration("retry-period", defaultRetry, "interval between leader-election attempts")
-	xdsAddr := fs.String("xds-address", ":18000", "`address` of the xDS gRPC server")
-	adminAddr := fs.String("admin-address", ":19000", "`address` of the admin HTTP server (health, metrics, debug)")
-	debugPprof := fs.Bool("debug-pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the admin server")
+	xf := addXDSFlags(fs)
+	xf.addClientCertValidity(fs)
+	adminAddr := fs.String("admin-address", defaultAdminAddress, "`address` of the admin HTTP server (/healthz, /readyz, /metrics)")
+	debugAddr := fs.String("debug-address", defaultDebugAddress, "`address` of the debug HTTP server (/debug/xds, /debug/status, /debug/leader, /debug/pprof/); "+
+		"empty: none. Off loopback it serves HTTPS (self-signed) and every request needs a bearer token whose user may get the path "+
+		"as a non-resource URL (TokenReview and SubjectAccessReview)")
+	debugPprof := fs.Bool("debug-pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the debug server")
 	qps := fs.Float64("kube-api-qps", 50, "client-side QPS limit towards the API server (all but status writes)")
 	burst := fs.Int("kube-api-burst", 100, "client-side burst limit towards the API server (all but status writes)")
 	statusQPS := fs.Float64("status-qps", controller.DefaultStatusQPS, "client-side QPS limit of status writes")
@@ -50,7 +71,8 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	maxDelay := fs.Duration("max-delay", pipeline.DefaultMaxDelay, "longest pause between two translations (the pause follows a slow translation's duration)")
 	provision := fs.Bool("provision", true, "provision an Envoy Deployment and Service per Gateway (leader only)")
 	xdsService := fs.String("xds-service-address", "", "`host:port` Envoy dials for xDS (default portico-xds.<namespace>.svc:18000)")
-	xdsTLS := fs.Bool("xds-tls", true, "require mutual TLS on xDS; proxies get only their own Gateway's config")
+	xdsTLS := fs.Bool("xds-tls", true, "require mutual TLS on xDS; proxies get only their own Gateway's config. "+
+		"false: plaintext, on loopback unless --xds-address, TLS private keys withheld unless --xds-unauthenticated-secrets")
 	var sans stringList
 	fs.Var(&sans, "xds-extra-san", "extra DNS name or IP of the xDS serving certificate (repeatable)")
 	routeSplit := fs.String("route-split", string(translate.RouteSplitNone), routeSplitUsage)
@@ -68,6 +90,10 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "portico controller: --route-split: %v\n", err)
 		return exitUsage
 	}
+	if err := xf.check(); err != nil {
+		fmt.Fprintf(stderr, "portico controller: %v\n", err)
+		return exitUsage
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	// client-go logs (leader election among them) through klog.
 	klog.SetSlogLogger(log.With("component", "client-go"))
@@ -80,7 +106,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *identity == "" {
 		*identity = leader.DefaultIdentity()
 	}
-	xdsLis, err := net.Listen("tcp", *xdsAddr)
+	xdsLis, err := net.Listen("tcp", xf.listenAddress(*xdsTLS))
 	if err != nil {
 		fmt.Fprintf(stderr, "portico controller: xDS listener: %v\n", err)
 		return exitError
@@ -90,6 +116,22 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		_ = xdsLis.Close()
 		fmt.Fprintf(stderr, "portico controller: admin listener: %v\n", err)
 		return exitError
+	}
+	var debugLis net.Listener
+	if *debugAddr != "" {
+		if debugLis, err = net.Listen("tcp", *debugAddr); err != nil {
+			_ = xdsLis.Close()
+			_ = adminLis.Close()
+			fmt.Fprintf(stderr, "portico controller: debug listener: %v\n", err)
+			return exitError
+		}
+	}
+	closeAll := func() {
+		_ = xdsLis.Close()
+		_ = adminLis.Close()
+		if debugLis != nil {
+			_ = debugLis.Close()
+		}
 	}
 	c, err := controller.New(controller.Options{
 		RESTConfig:        cfg,
@@ -109,22 +151,23 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		MaxDelay:          *maxDelay,
 		XDSListener:       xdsLis,
 		AdminListener:     adminLis,
+		DebugListener:     debugLis,
 		DebugPprof:        *debugPprof,
 		Provision:         *provision,
 		XDSTLS:            *xdsTLS,
+		XDSSecurity:       xf.security(),
 		XDSExtraSANs:      sans,
 		XDSServiceAddress: *xdsService,
 		RouteSplit:        split,
 		Log:               log,
 	})
 	if err != nil {
-		_ = xdsLis.Close()
-		_ = adminLis.Close()
+		closeAll()
 		fmt.Fprintf(stderr, "portico controller: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(stdout, "portico controller %s: xDS on %s, admin on %s, Lease %s/%s\n",
-		*identity, xdsLis.Addr(), adminLis.Addr(), *namespace, *electionID)
+	fmt.Fprintf(stdout, "portico controller %s: xDS on %s, admin on %s, debug on %s, Lease %s/%s\n",
+		*identity, xdsLis.Addr(), adminLis.Addr(), listenerAddr(debugLis), *namespace, *electionID)
 	if err := c.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "portico controller: %v\n", err)
 		return exitError

@@ -1,8 +1,9 @@
 // Command portico is the Portico Gateway API controller for Envoy.
 //
 //	portico translate -f FILE|DIR [-f …] [--output all|status|xds] [-o json|yaml]
-//	portico standalone --resources DIR [--xds-address :18000] [--admin-address :19000]
-//	portico bootstrap --gateway NS/NAME [--xds-address 127.0.0.1:18000] [--admin-address 127.0.0.1:9901]
+//	portico standalone --resources DIR [--xds-address 127.0.0.1:18000] [--admin-address :19000] [--debug-address 127.0.0.1:19001]
+//	portico bootstrap --gateway NS/NAME [--xds-address 127.0.0.1:18000] [--xds-ca FILE …] [--admin-address 127.0.0.1:9901]
+//	portico certs --dir DIR --gateway NS/NAME [--server-name 127.0.0.1]
 //	portico controller [--kubeconfig FILE] [--namespace NS] [flags]
 //	portico version
 //
@@ -56,6 +57,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return translateCmd(args[1:], stdout, stderr)
 	case "bootstrap":
 		return bootstrapCmd(args[1:], stdout, stderr)
+	case "certs":
+		return certsCmd(args[1:], stdout, stderr)
 	case "standalone":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -83,6 +86,7 @@ Commands:
   translate    translate Gateway API manifests into statuses and Envoy xDS resources
   standalone   serve xDS to Envoy from a directory of manifests, reloading on change
   bootstrap    print the bootstrap of an Envoy that gets its configuration from standalone
+  certs        write a local CA and the certificates of mutual TLS between standalone and Envoys
   controller   run against a Kubernetes cluster (leader-elected status writing, xDS on every replica)
   version      print the version
 

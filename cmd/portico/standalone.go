@@ -26,9 +26,10 @@ const shutdownTimeout = server.DefaultShutdownTimeout + 5*time.Second
 // standaloneCmd serves xDS from a directory of manifests:
 //
 //	file provider → pipeline → xDS server, with the admin server reading the
-//	pipeline (readiness, /debug endpoints) and the shared metrics.
+//	pipeline's readiness and the shared metrics, and the debug server (on
+//	loopback unless --debug-insecure) its /debug views.
 //
-// Both listeners are bound first, so that the printed addresses are the real
+// The listeners are bound first, so that the printed addresses are the real
 // ones (":0" picks a free port). The xDS gRPC server starts serving only once
 // the first translation has been handed to it (Pipeline.ReadyC): until then
 // a proxy's connection waits in the listen backlog instead of being served
@@ -38,14 +39,19 @@ const shutdownTimeout = server.DefaultShutdownTimeout + 5*time.Second
 // It runs until ctx is cancelled (SIGINT/SIGTERM), then stops every
 // component and returns 0, or 1 when a component failed.
 func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("standalone", "standalone --resources DIR [--xds-address :18000] [--admin-address :19000] [--controller-name NAME] [--log-level info]", stderr)
+	fs := newFlagSet("standalone", "standalone --resources DIR [--xds-address 127.0.0.1:18000] [--xds-tls-cert FILE --xds-tls-key FILE [--xds-client-ca FILE]] [--admin-address :19000] [--debug-address 127.0.0.1:19001] [--controller-name NAME] [--log-level info]", stderr)
 	resources := fs.String("resources", "", "`directory` of manifests, watched for changes (required)")
-	xdsAddr := fs.String("xds-address", ":18000", "`address` of the xDS gRPC server")
-	adminAddr := fs.String("admin-address", ":19000", "`address` of the admin HTTP server (health, metrics, debug)")
+	xf, tf := addXDSFlags(fs), addStandaloneTLSFlags(fs)
+	adminAddr := fs.String("admin-address", defaultAdminAddress, "`address` of the admin HTTP server (/healthz, /readyz, /metrics)")
+	debugAddr := fs.String("debug-address", defaultDebugAddress, "`address` of the debug HTTP server (/debug/xds, /debug/status), unauthenticated: "+
+		"loopback only unless --debug-insecure; empty: none")
+	debugInsecure := fs.Bool("debug-insecure", false, "allow a --debug-address that is not on loopback, with no authentication (standalone has no Kubernetes "+
+		"to check tokens with): whoever reaches it reads every Gateway's configuration")
 	controller := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to serve")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	debounce := fs.Duration("debounce", file.DefaultDebounce, "quiet period after a file change before reloading (editors write in bursts)")
 	routeSplit := fs.String("route-split", string(translate.RouteSplitNone), routeSplitUsage)
+	loadLimits := addLoadFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -68,6 +74,10 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 	m := metrics.New()
 	xdsServer := server.New(log, m)
+	if err := tf.configure(xdsServer, xf, log); err != nil {
+		fmt.Fprintf(stderr, "portico standalone: %v\n", err)
+		return exitUsage
+	}
 	pipe := pipeline.New(pipeline.Config{
 		ControllerName: *controller,
 		XDS:            xdsServer,
@@ -76,9 +86,10 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		Log:            log,
 	})
 	adminServer := admin.New(log, m, pipe)
-	provider := file.New(*resources, pipe.Submit, log, *debounce)
+	debugServer := admin.NewDebug(admin.DebugOptions{Log: log, Source: pipe, Insecure: *debugInsecure})
+	provider := file.New(*resources, pipe.Submit, log, *debounce).WithOptions(file.Options{Limits: loadLimits.limits(), Metrics: m})
 
-	xdsLis, err := net.Listen("tcp", *xdsAddr)
+	xdsLis, err := net.Listen("tcp", xf.listenAddress(xdsServer.Mode() == server.ModeMTLS))
 	if err != nil {
 		fmt.Fprintf(stderr, "portico standalone: xDS listener: %v\n", err)
 		return exitError
@@ -89,9 +100,27 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "portico standalone: admin listener: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(stdout, "xDS listening on %s, admin on %s\n", xdsLis.Addr(), adminLis.Addr())
+	var debugLis net.Listener
+	if *debugAddr != "" {
+		if debugLis, err = net.Listen("tcp", *debugAddr); err != nil {
+			xdsLis.Close()
+			adminLis.Close()
+			fmt.Fprintf(stderr, "portico standalone: debug listener: %v\n", err)
+			return exitError
+		}
+		if !admin.IsLoopback(debugLis.Addr()) && !*debugInsecure {
+			xdsLis.Close()
+			adminLis.Close()
+			debugLis.Close()
+			fmt.Fprintf(stderr, "portico standalone: --debug-address %s is not a loopback address, and standalone cannot authenticate "+
+				"debug requests: use a loopback address (the default is %s), or add --debug-insecure to serve them to anyone who reaches it\n",
+				*debugAddr, defaultDebugAddress)
+			return exitUsage
+		}
+	}
+	fmt.Fprintf(stdout, "xDS listening on %s, admin on %s, debug on %s\n", xdsLis.Addr(), adminLis.Addr(), listenerAddr(debugLis))
 	log.Info("starting standalone", "resources", *resources, "xds", xdsLis.Addr().String(),
-		"admin", adminLis.Addr().String(), "controllerName", *controller)
+		"admin", adminLis.Addr().String(), "debug", listenerAddr(debugLis), "controllerName", *controller)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -116,6 +145,9 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	start("pipeline", pipe.Run)
 	start("file provider", provider.Run)
 	start("admin server", func(ctx context.Context) error { return adminServer.Serve(ctx, adminLis) })
+	if debugLis != nil {
+		start("debug server", func(ctx context.Context) error { return debugServer.Serve(ctx, debugLis) })
+	}
 	start("xds server", func(ctx context.Context) error {
 		select {
 		case <-pipe.ReadyC():

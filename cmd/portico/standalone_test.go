@@ -27,10 +27,11 @@ type standalone struct {
 	dir            string
 	stdout, stderr *syncBuffer
 	xds, admin     string // bound addresses
+	debug          string
 	stop           func()
 }
 
-var listeningRE = regexp.MustCompile(`xDS listening on (\S+), admin on (\S+)\n`)
+var listeningRE = regexp.MustCompile(`xDS listening on (\S+), admin on (\S+), debug on (\S+)\n`)
 
 func startStandalone(t *testing.T, dir string) *standalone {
 	t.Helper()
@@ -39,7 +40,7 @@ func startStandalone(t *testing.T, dir string) *standalone {
 	exited := make(chan int, 1)
 	go func() {
 		exited <- runContext(ctx, []string{"standalone", "--resources", dir,
-			"--xds-address", "127.0.0.1:0", "--admin-address", "127.0.0.1:0",
+			"--xds-address", "127.0.0.1:0", "--admin-address", "127.0.0.1:0", "--debug-address", "127.0.0.1:0",
 			"--debounce", "20ms", "--log-level", "debug"}, s.stdout, s.stderr)
 	}()
 	s.stop = func() {
@@ -61,16 +62,26 @@ func startStandalone(t *testing.T, dir string) *standalone {
 	})
 	eventually(t, "the listening line", func() bool { return listeningRE.MatchString(s.stdout.String()) })
 	m := listeningRE.FindStringSubmatch(s.stdout.String())
-	s.xds, s.admin = m[1], m[2]
+	s.xds, s.admin, s.debug = m[1], m[2], m[3]
 	return s
 }
 
-// get fetches an admin path and returns the status code and body.
+// get fetches a path of the admin server, or of the debug server for
+// /debug/ paths, and returns the status code and body.
 func (s *standalone) get(path string) (int, string) {
 	s.t.Helper()
-	resp, err := http.Get("http://" + s.admin + path)
+	addr := s.admin
+	if strings.HasPrefix(path, "/debug/") {
+		addr = s.debug
+	}
+	return getFrom(s.t, addr, path)
+}
+
+func getFrom(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
-		s.t.Fatalf("GET %s: %v", path, err)
+		t.Fatalf("GET %s: %v", path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

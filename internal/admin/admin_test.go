@@ -3,8 +3,8 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,31 +24,44 @@ func TestMain(m *testing.M) {
 
 type fakeSource struct {
 	ready  atomic.Bool
-	xds    map[string]any
-	status any
+	xds    map[string]io.WriterTo
+	status io.WriterTo
 }
 
 func (f *fakeSource) Ready() bool { return f.ready.Load() }
 
-func (f *fakeSource) DebugXDS(gw string) (any, bool) {
+func (f *fakeSource) DebugXDS(gw string) (io.WriterTo, bool) {
 	v, ok := f.xds[gw]
 	return v, ok
 }
 
-func (f *fakeSource) DebugStatus() any { return f.status }
+func (f *fakeSource) DebugStatus() io.WriterTo { return f.status }
+
+// doc is a fixed document.
+type doc string
+
+func (d doc) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.WriteString(w, string(d))
+	return int64(n), err
+}
+
+// failing fails before writing anything.
+type failing struct{}
+
+func (failing) WriteTo(io.Writer) (int64, error) { return 0, errors.New("cannot render") }
 
 func newFake() *fakeSource {
 	return &fakeSource{
-		xds: map[string]any{
-			"ns/gw": map[string]any{
-				"gateway":  "ns/gw",
-				"version":  "v1",
-				"clusters": []json.RawMessage{json.RawMessage(`{"name":"ns/gw/c1","connectTimeout":"1s"}`)},
-			},
-			"ns/bad": math.Inf(1), // not JSON-encodable
+		xds: map[string]io.WriterTo{
+			"ns/gw":  doc("{\n  \"gateway\": \"ns/gw\",\n  \"version\": \"v1\",\n  \"clusters\": [\n    {\n      \"name\": \"ns/gw/c1\"\n    }\n  ]\n}\n"),
+			"ns/bad": failing{},
 		},
-		status: []map[string]any{{"kind": "Gateway", "metadata": map[string]string{"namespace": "ns", "name": "gw"}}},
+		status: doc(`[{"kind": "Gateway", "metadata": {"namespace": "ns", "name": "gw"}}]` + "\n"),
 	}
+}
+
+func newDebug(src DebugSource) http.Handler {
+	return NewDebug(DebugOptions{Source: src}).Handler()
 }
 
 func get(t *testing.T, h http.Handler, method, target string) *httptest.ResponseRecorder {
@@ -109,7 +122,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestDebugXDS(t *testing.T) {
-	h := New(nil, metrics.New(), newFake()).Handler()
+	h := newDebug(newFake())
 
 	if rec := get(t, h, http.MethodGet, "/debug/xds"); rec.Code != http.StatusBadRequest {
 		t.Errorf("without gateway: %d, want 400", rec.Code)
@@ -118,7 +131,7 @@ func TestDebugXDS(t *testing.T) {
 		t.Errorf("unknown gateway: %d, want 404", rec.Code)
 	}
 	if rec := get(t, h, http.MethodGet, "/debug/xds?gateway=ns/bad"); rec.Code != http.StatusInternalServerError {
-		t.Errorf("unencodable view: %d, want 500", rec.Code)
+		t.Errorf("view failing before its first byte: %d, want 500", rec.Code)
 	}
 
 	rec := get(t, h, http.MethodGet, "/debug/xds?gateway=ns%2Fgw")
@@ -126,8 +139,8 @@ func TestDebugXDS(t *testing.T) {
 		t.Fatalf("known gateway: %d %s", rec.Code, rec.Header().Get("Content-Type"))
 	}
 	body := rec.Body.String()
-	if !strings.Contains(body, "\n  \"clusters\": [\n    {\n      \"name\": \"ns/gw/c1\",\n") {
-		t.Errorf("response not indented:\n%s", body)
+	if body != string(newFake().xds["ns/gw"].(doc)) || rec.Header().Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("response is not the document as written:\n%s", body)
 	}
 	var got struct {
 		Gateway  string
@@ -143,7 +156,7 @@ func TestDebugXDS(t *testing.T) {
 }
 
 func TestDebugStatus(t *testing.T) {
-	h := New(nil, metrics.New(), newFake()).Handler()
+	h := newDebug(newFake())
 	rec := get(t, h, http.MethodGet, "/debug/status")
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("/debug/status = %d %s", rec.Code, rec.Header().Get("Content-Type"))
@@ -165,25 +178,32 @@ func TestNilSource(t *testing.T) {
 	if rec := get(t, h, http.MethodGet, "/readyz"); rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz = %d, want 503", rec.Code)
 	}
+	if rec := get(t, h, http.MethodGet, "/metrics"); rec.Code != http.StatusNotFound {
+		t.Errorf("/metrics without metrics = %d, want 404", rec.Code)
+	}
+	h = newDebug(nil)
 	if rec := get(t, h, http.MethodGet, "/debug/xds?gateway=ns/gw"); rec.Code != http.StatusNotFound {
 		t.Errorf("/debug/xds = %d, want 404", rec.Code)
 	}
-	if rec := get(t, h, http.MethodGet, "/debug/status"); rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != "null" {
+	if rec := get(t, h, http.MethodGet, "/debug/status"); rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != "[]" {
 		t.Errorf("/debug/status = %d %q", rec.Code, rec.Body.String())
-	}
-	if rec := get(t, h, http.MethodGet, "/metrics"); rec.Code != http.StatusNotFound {
-		t.Errorf("/metrics without metrics = %d, want 404", rec.Code)
 	}
 }
 
 func TestHandleExtraEndpoint(t *testing.T) {
-	s := New(nil, metrics.New(), newFake())
+	s := NewDebug(DebugOptions{Source: newFake()})
 	s.Handle("GET /debug/leader", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "leader")
 	}))
 	if rec := get(t, s.Handler(), http.MethodGet, "/debug/leader"); rec.Code != http.StatusOK || rec.Body.String() != "leader" {
 		t.Errorf("/debug/leader = %d %q", rec.Code, rec.Body.String())
 	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Handle of a path outside /debug/ did not panic")
+		}
+	}()
+	s.Handle("GET /metrics2", http.NotFoundHandler())
 }
 
 func TestServe(t *testing.T) {
@@ -240,7 +260,7 @@ func TestServeReturnsListenerError(t *testing.T) {
 }
 
 func TestProfilingOffByDefault(t *testing.T) {
-	h := New(nil, metrics.New(), newFake()).Handler()
+	h := newDebug(newFake())
 	for _, p := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1", "/debug/pprof/cmdline", "/debug/pprof/trace"} {
 		if rec := get(t, h, http.MethodGet, p); rec.Code != http.StatusNotFound {
 			t.Errorf("%s without profiling = %d, want 404", p, rec.Code)
@@ -249,9 +269,7 @@ func TestProfilingOffByDefault(t *testing.T) {
 }
 
 func TestProfiling(t *testing.T) {
-	s := New(nil, metrics.New(), newFake())
-	s.EnableProfiling()
-	h := s.Handler()
+	h := NewDebug(DebugOptions{Source: newFake(), Profiling: true}).Handler()
 	for _, tc := range []struct {
 		method, path, want string
 	}{
@@ -271,16 +289,15 @@ func TestProfiling(t *testing.T) {
 		t.Errorf("unknown profile = %d, want 404", rec.Code)
 	}
 	// The other endpoints are unchanged.
-	if rec := get(t, h, http.MethodGet, "/healthz"); rec.Code != http.StatusOK {
-		t.Errorf("/healthz with profiling = %d", rec.Code)
+	if rec := get(t, h, http.MethodGet, "/debug/status"); rec.Code != http.StatusOK {
+		t.Errorf("/debug/status with profiling = %d", rec.Code)
 	}
 }
 
 // A CPU profile and a trace, taken through a served listener (the server's
 // timeouts apply), come back as pprof/trace data.
 func TestProfilingServed(t *testing.T) {
-	s := New(nil, metrics.New(), newFake())
-	s.EnableProfiling()
+	s := NewDebug(DebugOptions{Source: newFake(), Profiling: true})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -67,12 +68,19 @@ type Options struct {
 	StatusWorkers int
 	// Debounce and MaxDelay of the translation loop.
 	Debounce, MaxDelay time.Duration
-	// XDSListener and AdminListener are where to serve; they are closed
-	// when Run returns.
+	// XDSListener and AdminListener (probes and metrics) are where to
+	// serve; they are closed when Run returns.
 	XDSListener   net.Listener
 	AdminListener net.Listener
+	// DebugListener serves the /debug endpoints (nil: none). A listener
+	// that is not on loopback serves HTTPS (a self-signed certificate made
+	// at start) and every request must authenticate with a bearer token
+	// (TokenReview) and be allowed get on the path as a non-resource URL
+	// (SubjectAccessReview); see admin.KubernetesAuth. It is closed when
+	// Run returns.
+	DebugListener net.Listener
 	// DebugPprof serves the net/http/pprof profiles under /debug/pprof/ on
-	// the admin server (off by default: it listens on every interface).
+	// the debug server (off by default: profiles cost CPU while taken).
 	DebugPprof bool
 	// Provision turns on provisioning of each Gateway's Envoy Deployment,
 	// Service, ServiceAccount and bootstrap ConfigMap (leader only); a
@@ -89,6 +97,9 @@ type Options struct {
 	XDSTLS bool
 	// XDSExtraSANs are extra DNS names or IPs of the serving certificate.
 	XDSExtraSANs []string
+	// XDSSecurity: client certificate lifetime, connection age, and
+	// Secrets over plaintext (see XDSSecurity).
+	XDSSecurity XDSSecurity
 	// RouteSplit is how HTTP listeners' route tables are cut (see
 	// translate.RouteSplit); empty means translate.RouteSplitNone.
 	RouteSplit translate.RouteSplit
@@ -149,6 +160,7 @@ type Controller struct {
 	termWG   sync.WaitGroup // goroutines of leadership terms
 	elector  *leader.Elector
 	admin    *admin.Server
+	debug    *admin.Debug // nil without Options.DebugListener
 }
 
 // New builds a replica. Nothing runs until Run.
@@ -218,7 +230,8 @@ func New(opts Options) (*Controller, error) {
 		}
 		c.certs, err = pki.NewManager(pki.Config{
 			Client: cl, Namespace: opts.Namespace, DNSNames: dns, IPs: ips,
-			Log: log.With("component", "pki"),
+			ClientValidity: opts.XDSSecurity.ClientCertValidity,
+			Log:            log.With("component", "pki"),
 		})
 		if err != nil {
 			return nil, err
@@ -255,6 +268,7 @@ func New(opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c.writer.SetReader(c.provider.Cache())
+	c.wireXDSSecurity()
 	if c.infra != nil {
 		// The reconciler lists provisioned objects from the informer cache.
 		c.infra.SetReader(c.provider.Cache())
@@ -288,9 +302,18 @@ func New(opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c.admin = admin.New(log.With("component", "admin"), c.metrics, readiness{c})
-	c.admin.Handle("/debug/leader", http.HandlerFunc(c.serveLeader))
-	if opts.DebugPprof {
-		c.admin.EnableProfiling()
+	if opts.DebugListener != nil {
+		dopts := admin.DebugOptions{Log: log, Source: readiness{c}, Profiling: opts.DebugPprof}
+		if !admin.IsLoopback(opts.DebugListener.Addr()) {
+			if dopts.Auth, err = admin.KubernetesAuth(cfg, log); err != nil {
+				return nil, fmt.Errorf("controller: %w", err)
+			}
+			if dopts.TLS, _, err = admin.SelfSignedTLS(); err != nil {
+				return nil, fmt.Errorf("controller: %w", err)
+			}
+		}
+		c.debug = admin.NewDebug(dopts)
+		c.debug.Handle("GET /debug/leader", http.HandlerFunc(c.serveLeader))
 	}
 	return c, nil
 }
@@ -318,7 +341,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 6)
+	errs := make(chan error, 10) // one per component at most
 	run := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -330,6 +353,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		}()
 	}
 	run("admin", func(ctx context.Context) error { return c.admin.Serve(ctx, c.opts.AdminListener) })
+	if c.debug != nil {
+		run("debug", func(ctx context.Context) error { return c.debug.Serve(ctx, c.opts.DebugListener) })
+	}
 	run("pipeline", c.pipeline.Run)
 	run("kube", c.provider.Run)
 	run("status", func(ctx context.Context) error { c.writer.Run(ctx); return nil })
@@ -396,5 +422,5 @@ type readiness struct{ c *Controller }
 func (r readiness) Ready() bool {
 	return r.c.provider.Synced() && r.c.pipeline.Ready() && (r.c.serving == nil || r.c.serving.Ready())
 }
-func (r readiness) DebugXDS(gw string) (any, bool) { return r.c.pipeline.DebugXDS(gw) }
-func (r readiness) DebugStatus() any               { return r.c.pipeline.DebugStatus() }
+func (r readiness) DebugXDS(gw string) (io.WriterTo, bool) { return r.c.pipeline.DebugXDS(gw) }
+func (r readiness) DebugStatus() io.WriterTo               { return r.c.pipeline.DebugStatus() }

@@ -41,7 +41,10 @@ func (t *translator) classParams(ref *gwv1.ParametersReference) (*v1alpha1.Proxy
 	return &pc.Spec, nil
 }
 
-// gatewayParams resolves spec.infrastructure.parametersRef of a Gateway.
+// gatewayParams resolves spec.infrastructure.parametersRef of a Gateway
+// and returns the effective ProxyConfig spec: its class's with the fields
+// the Gateway's ProxyConfig sets, within the class's bounds (see
+// infra_limits.go). The class's ProxyConfig was read by the class.
 func (t *translator) gatewayParams(gw *gwv1.Gateway) (*v1alpha1.ProxyConfigSpec, *problem) {
 	ref := gw.Spec.Infrastructure.ParametersRef
 	what := fmt.Sprintf("infrastructure.parametersRef %s %q", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)
@@ -54,21 +57,56 @@ func (t *translator) gatewayParams(gw *gwv1.Gateway) (*v1alpha1.ProxyConfigSpec,
 		return nil, &problem{string(gwv1.GatewayReasonInvalidParameters),
 			fmt.Sprintf("%s: ProxyConfig %s/%s does not exist", what, gw.Namespace, ref.Name)}
 	}
-	return &pc.Spec, nil
+	var class *v1alpha1.ProxyConfigSpec
+	if cs := t.classes[string(gw.Spec.GatewayClassName)]; cs != nil {
+		class = cs.proxy
+	}
+	eff, why := boundedProxy(class, &pc.Spec)
+	if why != "" {
+		return nil, &problem{string(gwv1.GatewayReasonInvalidParameters),
+			fmt.Sprintf("%s: ProxyConfig %s/%s: %s", what, gw.Namespace, ref.Name, why)}
+	}
+	return eff, nil
 }
 
 // proxyReadiness tells, when Portico provisions proxies (Options.
 // Infrastructure), whether a Gateway's proxies can take traffic: its Envoy
 // Deployment has an available replica and its Service has an address. The
 // Deployment and Service are ordinary inputs of the snapshot.
+//
+// A Deployment or Service of the Gateway's provisioned name that is not
+// the Gateway's (infra.CheckOwner: another Gateway's, whose long name was
+// shortened to the same name, or anyone else's) makes it Programmed=False
+// with reason Invalid, naming the holder: the leader does not write such
+// objects, and the holder's readiness and addresses are not the Gateway's.
+// Of the reasons the specification lists for Programmed=False, Invalid
+// fits best: the Gateway's name is unusable with this implementation
+// until someone acts (Pending would promise that waiting helps, and
+// NoResources is about capacity). The decision reads only the snapshot,
+// so every replica computes the same status.
 func (t *translator) proxyReadiness(g *gatewayState) ([]gwv1.GatewayStatusAddress, *problem) {
+	if len(g.obj.Name) > infra.MaxGatewayNameLength {
+		return nil, &problem{string(gwv1.GatewayReasonInvalid), fmt.Sprintf(
+			"Portico cannot provision proxies for a Gateway name of more than %d characters (the limit of the label %s): use a shorter name",
+			infra.MaxGatewayNameLength, infra.LabelGatewayAPIName)}
+	}
 	name := infra.Name(g.obj.Name)
 	k := resource.Key{Namespace: g.obj.Namespace, Name: name}
 	t.read(resource.KindService, k)
 	t.read(resource.KindDeployment, k)
 	svc := t.snap.Services.Value(k)
-	addrs := serviceAddresses(svc, g.proxy != nil && g.proxy.Service.AddressFromClusterIP)
 	dep := t.snap.Deployments.Value(k)
+	if dep != nil {
+		if err := infra.CheckOwner(dep, "Envoy Deployment", g.obj); err != nil {
+			return nil, &problem{string(gwv1.GatewayReasonInvalid), err.Error()}
+		}
+	}
+	if svc != nil {
+		if err := infra.CheckOwner(svc, "Service", g.obj); err != nil {
+			return nil, &problem{string(gwv1.GatewayReasonInvalid), err.Error()}
+		}
+	}
+	addrs := serviceAddresses(svc, g.proxy != nil && g.proxy.Service.AddressFromClusterIP)
 	switch {
 	case dep == nil:
 		return addrs, &problem{string(gwv1.GatewayReasonPending), fmt.Sprintf("waiting for the Envoy Deployment %s/%s to be created", k.Namespace, name)}

@@ -23,11 +23,17 @@ const (
 	FieldManager = "portico"
 )
 
+// namePrefix starts the name of every object Portico provisions.
+const namePrefix = "portico-"
+
 // Name is the name of the ServiceAccount, ConfigMap, Deployment and Service
 // of Gateway gw, in the Gateway's namespace: "portico-<gw>", shortened with
 // a hash when it would exceed 63 characters (the limit of a Service name).
+// Shortening is not injective: another Gateway's name can be the shortened
+// form of a long one. CheckOwner keeps either from writing the other's
+// objects.
 func Name(gw string) string {
-	n := "portico-" + gw
+	n := namePrefix + gw
 	if len(n) <= 63 {
 		return n
 	}

@@ -2,6 +2,8 @@ package infra
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -62,6 +64,10 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	desired map[types.NamespacedName]*desiredGW
+	// blocked are the Gateways whose last write was refused because an
+	// object of their name belongs to someone else; they are retried with
+	// backoff, and at once when a provisioned object of that name changes.
+	blocked map[types.NamespacedName]blockedGW
 	leadCtx context.Context
 	// render is Render (replaced in tests, to count renderings).
 	render func(*gwv1.Gateway, v1alpha1.ProxyConfigSpec, []int32, Params) (*Objects, error)
@@ -70,6 +76,12 @@ type Reconciler struct {
 type desiredGW struct {
 	spec    Spec
 	objects *Objects
+}
+
+// blockedGW is a Gateway whose provisioned name is taken (see CheckOwner).
+type blockedGW struct {
+	// name is the object name that is taken, in the Gateway's namespace.
+	name string
 }
 
 // New returns a Reconciler; Run starts it.
@@ -91,6 +103,7 @@ func New(cfg Config) *Reconciler {
 		cfg:     cfg,
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "infra"}),
 		desired: map[types.NamespacedName]*desiredGW{},
+		blocked: map[types.NamespacedName]blockedGW{},
 		render:  Render,
 	}
 }
@@ -148,13 +161,21 @@ func sameSpec(a, b *Spec) bool {
 }
 
 // Observe enqueues the Gateway owning a provisioned object that changed or
-// was deleted, so that the leader restores it.
+// was deleted, so that the leader restores it, and the Gateways blocked by
+// an object of that name (it may be gone).
 func (r *Reconciler) Observe(obj client.Object) {
 	l := obj.GetLabels()
 	if l[LabelManagedBy] != ManagedByValue || l[LabelGatewayName] == "" {
 		return
 	}
 	r.queue.Add(types.NamespacedName{Namespace: l[LabelGatewayNamespace], Name: l[LabelGatewayName]})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, b := range r.blocked {
+		if k.Namespace == obj.GetNamespace() && (b.name == obj.GetName() || ClientCertSecretName(k.Name) == obj.GetName()) {
+			r.queue.Add(k)
+		}
+	}
 }
 
 // SetLeading starts (ctx non-nil) or ends a term. A new term re-applies
@@ -168,6 +189,10 @@ func (r *Reconciler) SetLeading(ctx context.Context) {
 		for k := range r.desired {
 			keys = append(keys, k)
 		}
+	} else {
+		// Only the leader counts blocked Gateways.
+		clear(r.blocked)
+		r.cfg.Metrics.Blocked.Set(0)
 	}
 	r.mu.Unlock()
 	if ctx == nil {
@@ -243,16 +268,118 @@ func (r *Reconciler) processNext() bool {
 	} else {
 		err = r.apply(ctx, k, d)
 	}
+	r.setBlocked(k, err)
+	if errors.Is(err, errUnprovisionable) {
+		// Not retried: the Gateway's status says why (a new spec is
+		// published, and tried, when the Gateway changes).
+		r.cfg.Log.Warn("not provisioning", "gateway", k, "err", err)
+		r.queue.Forget(k)
+		return true
+	}
 	if err == nil || lead.Err() != nil {
 		r.queue.Forget(k)
 		return true
 	}
-	r.cfg.Log.Warn("provisioning failed, will retry", "gateway", k, "err", err)
+	var conflict *ConflictError
+	if errors.As(err, &conflict) {
+		// Its status says so (Programmed=False); retried with backoff
+		// until the holder of the name is gone.
+		r.cfg.Log.Debug("provisioned name taken, not writing", "gateway", k, "err", err)
+	} else {
+		r.cfg.Log.Warn("provisioning failed, will retry", "gateway", k, "err", err)
+	}
 	r.queue.AddRateLimited(k)
 	return true
 }
 
+// setBlocked records whether Gateway k's write was refused for a taken
+// name, and logs the first refusal.
+func (r *Reconciler) setBlocked(k types.NamespacedName, err error) {
+	var conflict *ConflictError
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, was := r.blocked[k]
+	if errors.As(err, &conflict) {
+		r.blocked[k] = blockedGW{name: conflict.Name}
+		if !was {
+			r.cfg.Log.Warn("provisioned name taken: not writing the Gateway's proxies", "gateway", k, "err", err)
+		}
+	} else if err == nil || errors.Is(err, errUnprovisionable) {
+		delete(r.blocked, k)
+	}
+	r.cfg.Metrics.Blocked.Set(float64(len(r.blocked)))
+}
+
+// errUnprovisionable marks a Gateway whose proxies cannot be provisioned
+// whatever happens elsewhere (its status says why).
+var errUnprovisionable = errors.New("cannot provision")
+
+// checkOwnership fails with a *ConflictError when an object Portico would
+// write for Gateway gw exists and is not gw's (see CheckOwner). It reads
+// the informer cache, and the API server for objects the cache does not
+// have: the caches hold only labelled Deployments, ConfigMaps and
+// ServiceAccounts and TLS Secrets, and lag behind writes.
+func (r *Reconciler) checkOwnership(ctx context.Context, gw *gwv1.Gateway) error {
+	name := Name(gw.Name)
+	type target struct {
+		kind string
+		obj  client.Object
+		name string
+	}
+	targets := []target{
+		{"ServiceAccount", &corev1.ServiceAccount{}, name},
+		{"ConfigMap", &corev1.ConfigMap{}, name},
+		{"Deployment", &appsv1.Deployment{}, name},
+		{"Service", &corev1.Service{}, name},
+	}
+	if r.cfg.Certs != nil {
+		targets = append(targets, target{"Secret", &corev1.Secret{}, ClientCertSecretName(gw.Name)})
+	}
+	for _, t := range targets {
+		found, err := r.read(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: t.name}, t.obj)
+		if err != nil {
+			return err
+		}
+		if found {
+			if err := CheckOwner(t.obj, t.kind, gw); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// read gets an object from the informer cache, else from the API server;
+// found is false when neither has it.
+func (r *Reconciler) read(ctx context.Context, key types.NamespacedName, obj client.Object) (found bool, err error) {
+	if r.cfg.Reader != nil {
+		err = r.cfg.Reader.Get(ctx, key, obj)
+		if err == nil {
+			return true, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return false, err
+		}
+	}
+	err = r.cfg.Client.Get(ctx, key, obj)
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, err
+}
+
 func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desiredGW) error {
+	if len(k.Name) > MaxGatewayNameLength {
+		return fmt.Errorf("%w: the Gateway name has more than %d characters, the limit of a label value", errUnprovisionable, MaxGatewayNameLength)
+	}
+	// Nothing is written, not even the client certificate, unless every
+	// object of the Gateway's name is the Gateway's or absent.
+	if err := r.checkOwnership(ctx, d.spec.Gateway); err != nil {
+		return err
+	}
 	if r.cfg.Certs != nil {
 		if err := r.cfg.Certs.EnsureClientCert(ctx, k.Namespace, k.Name); err != nil {
 			return err
@@ -291,6 +418,9 @@ func (r *Reconciler) remove(ctx context.Context, k types.NamespacedName) error {
 			continue
 		}
 		_ = eachItem(list, func(o client.Object) {
+			if !controlledByName(o, k.Name) {
+				return // labelled as the Gateway's, but not its own
+			}
 			err := r.cfg.Client.Delete(ctx, o, client.PropagationPolicy("Background"))
 			if err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
@@ -301,8 +431,17 @@ func (r *Reconciler) remove(ctx context.Context, k types.NamespacedName) error {
 		})
 	}
 	if r.cfg.Certs != nil {
-		if err := r.cfg.Certs.DeleteClientCert(ctx, k.Namespace, k.Name); err != nil && !apierrors.IsNotFound(err) {
+		// The Secret's name is shared by every Gateway whose name maps to
+		// Name(k.Name): delete it only if it is this Gateway's.
+		var sec corev1.Secret
+		found, err := r.read(ctx, types.NamespacedName{Namespace: k.Namespace, Name: ClientCertSecretName(k.Name)}, &sec)
+		switch {
+		case err != nil:
 			errs = append(errs, err)
+		case found && controlledByName(&sec, k.Name):
+			if err := r.cfg.Certs.DeleteClientCert(ctx, k.Namespace, k.Name); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if len(errs) > 0 {
@@ -315,16 +454,25 @@ func (r *Reconciler) remove(ctx context.Context, k types.NamespacedName) error {
 // Metrics of the infra reconciler.
 type Metrics struct {
 	Writes *prometheus.CounterVec
+	// Blocked is the number of Gateways whose proxies are not written
+	// because an object of their name belongs to someone else.
+	Blocked prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them with reg when not nil.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "portico_infra_writes_total",
-		Help: "Writes of provisioned proxy objects by operation (apply, delete) and result.",
-	}, []string{"op", "result"})}
+	m := &Metrics{
+		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portico_infra_writes_total",
+			Help: "Writes of provisioned proxy objects by operation (apply, delete) and result.",
+		}, []string{"op", "result"}),
+		Blocked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "portico_infra_blocked_gateways",
+			Help: "Gateways whose proxies are not provisioned because an object of their provisioned name belongs to another Gateway or to no Gateway (the leader's count).",
+		}),
+	}
 	if reg != nil {
-		reg.MustRegister(m.Writes)
+		reg.MustRegister(m.Writes, m.Blocked)
 	}
 	return m
 }

@@ -35,6 +35,13 @@ const (
 	envoyUID = 65532
 )
 
+// Values of the fields a ProxyConfig leaves unset (and DefaultEnvoyImage).
+const (
+	DefaultReplicas    int32 = 2
+	DefaultLogLevel          = "info"
+	DefaultServiceType       = corev1.ServiceTypeLoadBalancer
+)
+
 // Objects are the apply configurations of one Gateway's proxies.
 type Objects struct {
 	ServiceAccount *corev1ac.ServiceAccountApplyConfiguration
@@ -59,13 +66,13 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 	if image == "" {
 		image = v1alpha1.DefaultEnvoyImage
 	}
-	replicas := int32(2)
+	replicas := DefaultReplicas
 	if pc.Replicas != nil {
 		replicas = *pc.Replicas
 	}
 	logLevel := pc.LogLevel
 	if logLevel == "" {
-		logLevel = "info"
+		logLevel = DefaultLogLevel
 	}
 	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
 
@@ -155,7 +162,7 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 
 	svcType := pc.Service.Type
 	if svcType == "" {
-		svcType = corev1.ServiceTypeLoadBalancer
+		svcType = DefaultServiceType
 	}
 	svcAnn := map[string]string{}
 	for k, v := range meta.annotations {

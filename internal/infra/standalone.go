@@ -10,19 +10,33 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
+// StandaloneTLS is how an Envoy run by hand connects to `portico
+// standalone` over TLS: it trusts the CAs of CAFile and checks that the
+// server's certificate names ServerName (a DNS name or an IP; default: the
+// host of the xDS address), and with CertFile and KeyFile presents that
+// client certificate (mutual TLS; its identity names the Gateway, see
+// pki.Identity). Envoy reads the files when it starts: restart it to use
+// renewed ones.
+type StandaloneTLS struct {
+	CAFile, CertFile, KeyFile string
+	ServerName                string
+}
+
 // StandaloneBootstrap renders the bootstrap of an Envoy run by hand next
-// to `portico standalone` (which serves xDS without TLS): node.cluster
-// names Gateway ns/name, node.id is nodeID, listeners and clusters come
-// by ADS (Delta gRPC) from xdsAddress, waiting for them however long it
-// takes, and the admin interface listens on adminAddress (keep it on
-// loopback). It is what `portico bootstrap` prints.
-func StandaloneBootstrap(gateway, nodeID, xdsAddress, adminAddress string) (string, error) {
+// to `portico standalone`: node.cluster names Gateway ns/name, node.id is
+// nodeID, listeners and clusters come by ADS (Delta gRPC) from
+// xdsAddress, over TLS when tlsOpts is not nil (plaintext otherwise),
+// waiting for them however long it takes, and the admin interface listens
+// on adminAddress (keep it on loopback). It is what `portico bootstrap`
+// prints.
+func StandaloneBootstrap(gateway, nodeID, xdsAddress, adminAddress string, tlsOpts *StandaloneTLS) (string, error) {
 	host, port, err := hostPort(xdsAddress)
 	if err != nil {
 		return "", fmt.Errorf("infra: xDS address: %w", err)
@@ -31,7 +45,13 @@ func StandaloneBootstrap(gateway, nodeID, xdsAddress, adminAddress string) (stri
 	if err != nil {
 		return "", fmt.Errorf("infra: admin address: %w", err)
 	}
-	xds, err := xdsCluster(host, port, time.Second, nil)
+	var ts *corev3.TransportSocket
+	if tlsOpts != nil {
+		if ts, err = standaloneTransport(host, tlsOpts); err != nil {
+			return "", err
+		}
+	}
+	xds, err := xdsCluster(host, port, time.Second, ts)
 	if err != nil {
 		return "", err
 	}
@@ -49,6 +69,44 @@ func StandaloneBootstrap(gateway, nodeID, xdsAddress, adminAddress string) (stri
 		return "", err
 	}
 	return string(out) + "\n", nil
+}
+
+// standaloneTransport is the TLS transport socket of StandaloneTLS.
+func standaloneTransport(host string, o *StandaloneTLS) (*corev3.TransportSocket, error) {
+	if o.CAFile == "" {
+		return nil, fmt.Errorf("infra: xDS over TLS needs the CA file of the server certificate")
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return nil, fmt.Errorf("infra: a client certificate needs both its certificate and its key file")
+	}
+	serverName := o.ServerName
+	if serverName == "" {
+		serverName = host
+	}
+	sni, sanType := serverName, tlsv3.SubjectAltNameMatcher_DNS
+	if net.ParseIP(serverName) != nil {
+		sni, sanType = "", tlsv3.SubjectAltNameMatcher_IP_ADDRESS
+	}
+	common := &tlsv3.CommonTlsContext{
+		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			TrustedCa:                 &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: o.CAFile}},
+			MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{SanType: sanType, Matcher: exact(serverName)}},
+		}},
+	}
+	if o.CertFile != "" {
+		common.TlsCertificates = []*tlsv3.TlsCertificate{{
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: o.CertFile}},
+			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: o.KeyFile}},
+		}}
+	}
+	a, err := anypb.New(&tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: common})
+	if err != nil {
+		return nil, err
+	}
+	return &corev3.TransportSocket{
+		Name:       "envoy.transport_sockets.tls",
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a},
+	}, nil
 }
 
 // adsResources: listeners and clusters by ADS over Delta gRPC from the

@@ -45,8 +45,15 @@ const (
 const (
 	DefaultCAValidity     = 5 * 365 * 24 * time.Hour
 	DefaultServerValidity = 365 * 24 * time.Hour
-	DefaultClientValidity = 365 * 24 * time.Hour
-	DefaultCheckInterval  = time.Hour
+	// DefaultClientValidity is the lifetime of a proxy's client
+	// certificate. It is renewed two thirds into it (after 16 hours), so a
+	// leader may be absent for up to 8 hours before certificates expire.
+	DefaultClientValidity = 24 * time.Hour
+	// MinClientValidity is the shortest client certificate validity: a
+	// certificate's lifetime includes Backdate, and one much shorter would
+	// be due for renewal as soon as it is issued.
+	MinClientValidity    = 10 * time.Minute
+	DefaultCheckInterval = time.Hour
 )
 
 // ServerDNSNames are the DNS names of the xDS Service in namespace ns, all
@@ -76,7 +83,8 @@ type Config struct {
 	// Validities of new certificates; zero means the default. A
 	// certificate is renewed two thirds into its lifetime, the CA too; a
 	// replaced CA stays in the ca.crt bundles until it expires, so the
-	// certificates it issued keep verifying.
+	// certificates it issued keep verifying. A client certificate names
+	// the UID of its Gateway and is re-issued when that UID changes.
 	CAValidity, ServerValidity, ClientValidity time.Duration
 	// CheckInterval bounds the time between two checks of Run.
 	CheckInterval time.Duration
@@ -106,6 +114,9 @@ func NewManager(cfg Config) (*Manager, error) {
 	}
 	if cfg.ClientValidity <= 0 {
 		cfg.ClientValidity = DefaultClientValidity
+	}
+	if cfg.ClientValidity < MinClientValidity {
+		return nil, fmt.Errorf("pki: client certificate validity %v is shorter than %v", cfg.ClientValidity, MinClientValidity)
 	}
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = DefaultCheckInterval
@@ -191,7 +202,18 @@ func (m *Manager) check(ctx context.Context) (time.Time, error) {
 		if ns != sec.Namespace || sec.Name != infra.ClientCertSecretName(gw) || !sec.DeletionTimestamp.IsZero() {
 			continue
 		}
-		leaf, err := m.ensureClient(ctx, now, st, ns, gw, sec, ownerRefs(sec.OwnerReferences))
+		owners := ownerRefs(sec.OwnerReferences)
+		uid, err := m.ownerUID(ctx, ns, gw, sec)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if uid == "" {
+			// Its Gateway is gone: garbage collection or the infra
+			// reconciler deletes the Secret.
+			continue
+		}
+		leaf, err := m.ensureClient(ctx, now, st, Identity{ns, gw, uid}, sec, owners)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -223,8 +245,29 @@ func (m *Manager) EnsureClientCert(ctx context.Context, ns, gw string) error {
 	if err != nil {
 		return err
 	}
-	_, err = m.ensureClient(ctx, now, st, ns, gw, sec, owner)
+	_, err = m.ensureClient(ctx, now, st, Identity{ns, gw, string(g.UID)}, sec, owner)
 	return err
+}
+
+// ownerUID is the UID of the Gateway a client certificate Secret belongs
+// to: that of its controlling Gateway owner reference, else of the live
+// Gateway ns/gw; "" when there is no such Gateway.
+func (m *Manager) ownerUID(ctx context.Context, ns, gw string, sec *corev1.Secret) (string, error) {
+	for _, r := range sec.OwnerReferences {
+		if r.Kind == "Gateway" && r.Name == gw && r.Controller != nil && *r.Controller &&
+			strings.HasPrefix(r.APIVersion, gwv1.GroupName+"/") {
+			return string(r.UID), nil
+		}
+	}
+	var g gwv1.Gateway
+	err := m.cfg.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: gw}, &g)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("pki: gateway %s/%s: %w", ns, gw, err)
+	}
+	return string(g.UID), nil
 }
 
 // DeleteClientCert deletes the client certificate Secret of Gateway ns/gw;
@@ -343,14 +386,16 @@ func (m *Manager) ensureServing(ctx context.Context, now time.Time, st *caState)
 	return leaf, nil
 }
 
-// ensureClient keeps the client certificate Secret of ns/gw (sec, nil if
-// absent) current, with the given owner references, and returns its
-// certificate.
-func (m *Manager) ensureClient(ctx context.Context, now time.Time, st *caState, ns, gw string,
+// ensureClient keeps the client certificate Secret of Gateway id (sec, nil
+// if absent) current, with the given owner references, and returns its
+// certificate. A certificate that names another identity (another UID: the
+// Gateway was re-created) is replaced at once.
+func (m *Manager) ensureClient(ctx context.Context, now time.Time, st *caState, id Identity,
 	sec *corev1.Secret, owners []*metav1ac.OwnerReferenceApplyConfiguration) (*x509.Certificate, error) {
+	ns, gw := id.Namespace, id.Name
 	leaf := validLeaf(sec, st.pool, x509.ExtKeyUsageClientAuth, now)
 	if leaf != nil {
-		if n, g, ok := GatewayFromCert(leaf); !ok || n != ns || g != gw {
+		if have, ok := IdentityFromCert(leaf); !ok || have != id {
 			leaf = nil
 		}
 	}
@@ -363,14 +408,15 @@ func (m *Manager) ensureClient(ctx context.Context, now time.Time, st *caState, 
 	if leaf != nil {
 		certPEM, keyPEM = sec.Data[CertKey], sec.Data[KeyKey]
 	} else {
-		certPEM, keyPEM, err = st.ca.IssueClient(ns, gw, now, m.cfg.ClientValidity)
+		certPEM, keyPEM, err = st.ca.IssueClient(id, now, m.cfg.ClientValidity)
 		if err != nil {
 			return nil, err
 		}
 		if leaf, err = firstCert(certPEM); err != nil {
 			return nil, err
 		}
-		m.cfg.Log.Info("issued an xDS client certificate", "gateway", ns+"/"+gw, "not_after", leaf.NotAfter)
+		m.cfg.Log.Info("issued an xDS client certificate", "gateway", id.Gateway(), "uid", id.UID,
+			"not_after", leaf.NotAfter)
 	}
 	ac := corev1ac.Secret(infra.ClientCertSecretName(gw), ns).
 		WithLabels(labels).

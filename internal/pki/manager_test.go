@@ -249,11 +249,11 @@ func TestEnsureClientCert(t *testing.T) {
 		t.Errorf("owner references %+v", s.OwnerReferences)
 	}
 	leaf := verifyLeaf(t, s, x509.ExtKeyUsageClientAuth, w.clock.Now(), "")
-	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != pki.GatewayURI(w.ns, "web") {
-		t.Errorf("URI SANs %v, want %s", leaf.URIs, pki.GatewayURI(w.ns, "web"))
+	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != pki.GatewayURI(w.ns, "web", string(gw.UID)) {
+		t.Errorf("URI SANs %v, want %s", leaf.URIs, pki.GatewayURI(w.ns, "web", string(gw.UID)))
 	}
-	if ns, name, ok := pki.GatewayFromCert(leaf); !ok || ns != w.ns || name != "web" {
-		t.Errorf("GatewayFromCert = %q %q %v", ns, name, ok)
+	if id, ok := pki.IdentityFromCert(leaf); !ok || id != (pki.Identity{Namespace: w.ns, Name: "web", UID: string(gw.UID)}) {
+		t.Errorf("IdentityFromCert = %+v %v", id, ok)
 	}
 	// Its ca.crt also verifies the serving certificate (what Envoy checks).
 	w.ensure()

@@ -2,10 +2,22 @@
 //
 // The leader keeps a CA in the Secret portico-ca of the controller namespace,
 // issues the xDS serving certificate (Secret portico-xds-tls) and one client
-// certificate per Gateway, whose identity is the URI SAN
-// spiffe://portico.dev/gateway/<namespace>/<name> (see Manager). Every
-// replica serves xDS with the serving certificate and reloads it when the
-// Secret changes (see ServingSource).
+// certificate per Gateway (see Manager). Every replica serves xDS with the
+// serving certificate and reloads it when the Secret changes (see
+// ServingSource).
+//
+// A client certificate's identity is its only Portico URI SAN,
+//
+//	spiffe://portico.dev/ns/<namespace>/gateway/<name>/uid/<uid>
+//
+// naming the Gateway and the UID of the Gateway object it was issued for:
+// a Gateway deleted and re-created under the same name has a new UID, so
+// the certificates of the old one stop naming it (the xDS server compares
+// the UID with the current Gateway's). The "/uid/<uid>" part is optional
+// in the format, for certificates made by hand for `portico standalone`,
+// which has no Gateway UIDs; the controller's xDS server refuses
+// certificates without it. Client certificates are short-lived (one day by
+// default) and renewed by the leader two thirds into their lifetime.
 //
 // Keys are ECDSA P-256. Certificates start slightly in the past to tolerate
 // clock skew, have random serial numbers, and never outlive their issuer.
@@ -28,11 +40,10 @@ import (
 	"time"
 )
 
-// Identity URIs: spiffe://portico.dev/gateway/<namespace>/<name>.
+// Identity URIs: spiffe://portico.dev/ns/<namespace>/gateway/<name>[/uid/<uid>].
 const (
-	uriScheme  = "spiffe"
-	uriHost    = "portico.dev"
-	uriGateway = "/gateway/"
+	uriScheme = "spiffe"
+	uriHost   = "portico.dev"
 )
 
 // Backdate is how far before "now" a certificate's validity starts, so that
@@ -130,18 +141,18 @@ func (ca *CA) CertPEM() []byte { return bytes.Clone(ca.certPEM) }
 // KeyPEM returns the CA private key, PEM-encoded (PKCS #8).
 func (ca *CA) KeyPEM() []byte { return bytes.Clone(ca.keyPEM) }
 
-// IssueClient issues the xDS client certificate of Gateway ns/gw: client
-// authentication only, identity GatewayURI(ns, gw) as its only URI SAN.
-func (ca *CA) IssueClient(ns, gw string, now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
-	if !validName(ns) || !validName(gw) {
-		return nil, nil, fmt.Errorf("pki: invalid gateway %q/%q", ns, gw)
+// IssueClient issues the xDS client certificate of the Gateway id names:
+// client authentication only, id.URI() as its only URI SAN.
+func (ca *CA) IssueClient(id Identity, now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	if !id.valid() {
+		return nil, nil, fmt.Errorf("pki: invalid gateway identity %q/%q uid %q", id.Namespace, id.Name, id.UID)
 	}
-	u, err := url.Parse(GatewayURI(ns, gw))
+	u, err := url.Parse(id.URI())
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki: gateway URI: %w", err)
 	}
 	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{Organization: []string{"portico"}, CommonName: ns + "/" + gw},
+		Subject:     pkix.Name{Organization: []string{"portico"}, CommonName: id.Gateway()},
 		URIs:        []*url.URL{u},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
@@ -224,17 +235,42 @@ func RenewalTime(c *x509.Certificate) time.Time {
 	return c.NotBefore.Add(life / 3 * 2)
 }
 
-// GatewayURI is the identity of Gateway ns/name in its client certificate.
-func GatewayURI(ns, name string) string {
-	return uriScheme + "://" + uriHost + uriGateway + ns + "/" + name
+// Identity is the Gateway a client certificate was issued for.
+type Identity struct {
+	Namespace, Name string
+	// UID is the UID of the Gateway object; empty in certificates made
+	// for `portico standalone`.
+	UID string
 }
 
-// GatewayFromCert returns the Gateway a client certificate identifies: the
-// one named by its Portico URI SAN. ok is false unless c carries exactly one
-// well-formed Portico identity.
-func GatewayFromCert(c *x509.Certificate) (ns, name string, ok bool) {
+// Gateway is "<namespace>/<name>", the node.cluster of the Gateway's
+// proxies.
+func (id Identity) Gateway() string { return id.Namespace + "/" + id.Name }
+
+// URI is the identity as a URI SAN:
+// spiffe://portico.dev/ns/<namespace>/gateway/<name>, followed by
+// /uid/<uid> when UID is set.
+func (id Identity) URI() string {
+	u := uriScheme + "://" + uriHost + "/ns/" + id.Namespace + "/gateway/" + id.Name
+	if id.UID != "" {
+		u += "/uid/" + id.UID
+	}
+	return u
+}
+
+func (id Identity) valid() bool {
+	return validName(id.Namespace) && validName(id.Name) && (id.UID == "" || validUID(id.UID))
+}
+
+// GatewayURI is Identity{ns, name, uid}.URI().
+func GatewayURI(ns, name, uid string) string { return Identity{ns, name, uid}.URI() }
+
+// IdentityFromCert returns the Gateway a client certificate identifies: the
+// one named by its Portico URI SAN (host portico.dev). ok is false unless c
+// carries exactly one Portico URI SAN and it is a well-formed identity.
+func IdentityFromCert(c *x509.Certificate) (id Identity, ok bool) {
 	if c == nil {
-		return "", "", false
+		return Identity{}, false
 	}
 	found := 0
 	for _, u := range c.URIs {
@@ -242,32 +278,52 @@ func GatewayFromCert(c *x509.Certificate) (ns, name string, ok bool) {
 			continue
 		}
 		found++
-		n, g, good := parseGatewayPath(u)
-		if good {
-			ns, name = n, g
-		} else {
-			return "", "", false
+		if id, ok = parseIdentity(u); !ok {
+			return Identity{}, false
 		}
 	}
 	if found != 1 {
-		return "", "", false
+		return Identity{}, false
 	}
-	return ns, name, true
+	return id, true
 }
 
-func parseGatewayPath(u *url.URL) (ns, name string, ok bool) {
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || u.Port() != "" {
-		return "", "", false
+func parseIdentity(u *url.URL) (Identity, bool) {
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" ||
+		u.Port() != "" || u.RawPath != "" {
+		return Identity{}, false
 	}
-	rest, found := strings.CutPrefix(u.Path, uriGateway)
-	if !found || u.RawPath != "" {
-		return "", "", false
+	// "", "ns", <ns>, "gateway", <name>[, "uid", <uid>]
+	parts := strings.Split(u.Path, "/")
+	if (len(parts) != 5 && len(parts) != 7) || parts[0] != "" || parts[1] != "ns" || parts[3] != "gateway" {
+		return Identity{}, false
 	}
-	ns, name, found = strings.Cut(rest, "/")
-	if !found || !validName(ns) || !validName(name) {
-		return "", "", false
+	id := Identity{Namespace: parts[2], Name: parts[4]}
+	if len(parts) == 7 {
+		if parts[5] != "uid" || parts[6] == "" {
+			return Identity{}, false
+		}
+		id.UID = parts[6]
 	}
-	return ns, name, true
+	if !id.valid() {
+		return Identity{}, false
+	}
+	return id, true
+}
+
+// validUID accepts Kubernetes UIDs (UUIDs: lower-case hex digits and '-').
+func validUID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'f', r >= '0' && r <= '9', r == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // validName accepts Kubernetes object names (DNS subdomains: lower-case

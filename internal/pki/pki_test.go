@@ -86,7 +86,8 @@ func TestNewCA(t *testing.T) {
 
 func TestIssueClient(t *testing.T) {
 	ca := mustCA(t, t0, 365*24*time.Hour)
-	certPEM, keyPEM, err := ca.IssueClient("team-a", "web", t0, 24*time.Hour)
+	const uid = "0b5e2f1c-8d3a-4c6e-9f21-7a4b3c2d1e0f"
+	certPEM, keyPEM, err := ca.IssueClient(Identity{"team-a", "web", uid}, t0, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +95,14 @@ func TestIssueClient(t *testing.T) {
 		t.Fatalf("key pair: %v", err)
 	}
 	c := mustCert(t, certPEM)
-	if len(c.URIs) != 1 || c.URIs[0].String() != "spiffe://portico.dev/gateway/team-a/web" {
+	if len(c.URIs) != 1 || c.URIs[0].String() != "spiffe://portico.dev/ns/team-a/gateway/web/uid/"+uid {
 		t.Errorf("URIs = %v", c.URIs)
 	}
 	if c.IsCA || !slices.Equal(c.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
 		t.Errorf("IsCA=%v ExtKeyUsage=%v", c.IsCA, c.ExtKeyUsage)
 	}
-	if ns, gw, ok := GatewayFromCert(c); !ok || ns != "team-a" || gw != "web" {
-		t.Errorf("GatewayFromCert = %q %q %v", ns, gw, ok)
+	if id, ok := IdentityFromCert(c); !ok || id != (Identity{"team-a", "web", uid}) {
+		t.Errorf("IdentityFromCert = %+v %v", id, ok)
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Certificate())
@@ -118,9 +119,10 @@ func TestIssueClient(t *testing.T) {
 	if _, err := c.Verify(opts); err == nil {
 		t.Errorf("client cert verifies after its validity")
 	}
-	for _, bad := range [][2]string{{"", "web"}, {"a/b", "web"}, {"a", "Web"}, {"a", ""}} {
-		if _, _, err := ca.IssueClient(bad[0], bad[1], t0, time.Hour); err == nil {
-			t.Errorf("IssueClient(%q, %q) succeeded", bad[0], bad[1])
+	for _, bad := range []Identity{{"", "web", ""}, {"a/b", "web", ""}, {"a", "Web", ""}, {"a", "", ""},
+		{"a", "b", "UPPER"}, {"a", "b", "x/y"}, {"a", "b", "g-h"}} {
+		if _, _, err := ca.IssueClient(bad, t0, time.Hour); err == nil {
+			t.Errorf("IssueClient(%+v) succeeded", bad)
 		}
 	}
 }
@@ -142,7 +144,7 @@ func TestIssueServer(t *testing.T) {
 	if !slices.Equal(c.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) {
 		t.Errorf("ExtKeyUsage = %v", c.ExtKeyUsage)
 	}
-	if _, _, ok := GatewayFromCert(c); ok {
+	if _, ok := IdentityFromCert(c); ok {
 		t.Errorf("server cert has a gateway identity")
 	}
 	pool := x509.NewCertPool()
@@ -162,14 +164,14 @@ func TestIssueServer(t *testing.T) {
 
 func TestLeafNeverOutlivesCA(t *testing.T) {
 	ca := mustCA(t, t0, 10*time.Hour)
-	certPEM, _, err := ca.IssueClient("ns", "gw", t0.Add(5*time.Hour), 24*time.Hour)
+	certPEM, _, err := ca.IssueClient(Identity{"ns", "gw", ""}, t0.Add(5*time.Hour), 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := mustCert(t, certPEM); !c.NotAfter.Equal(ca.Certificate().NotAfter) {
 		t.Errorf("NotAfter = %v, want the CA's %v", c.NotAfter, ca.Certificate().NotAfter)
 	}
-	if _, _, err := ca.IssueClient("ns", "gw", t0.Add(11*time.Hour), time.Hour); err == nil {
+	if _, _, err := ca.IssueClient(Identity{"ns", "gw", ""}, t0.Add(11*time.Hour), time.Hour); err == nil {
 		t.Errorf("an expired CA issued a certificate")
 	}
 }
@@ -201,9 +203,12 @@ func TestNeedsRenewal(t *testing.T) {
 	}
 }
 
-func TestGatewayFromCert(t *testing.T) {
-	if got := GatewayURI("ns", "gw"); got != "spiffe://portico.dev/gateway/ns/gw" {
+func TestIdentityFromCert(t *testing.T) {
+	if got := GatewayURI("ns", "gw", ""); got != "spiffe://portico.dev/ns/ns/gateway/gw" {
 		t.Errorf("GatewayURI = %q", got)
+	}
+	if got := GatewayURI("ns", "gw", "1-2"); got != "spiffe://portico.dev/ns/ns/gateway/gw/uid/1-2" {
+		t.Errorf("GatewayURI with uid = %q", got)
 	}
 	parse := func(s string) *url.URL {
 		u, err := url.Parse(s)
@@ -213,35 +218,48 @@ func TestGatewayFromCert(t *testing.T) {
 		return u
 	}
 	other := parse("spiffe://example.org/ns/x/sa/y")
+	const p = "spiffe://portico.dev/ns/"
 	for _, tc := range []struct {
-		uris     []string
-		ns, name string
-		ok       bool
+		uris []string
+		want Identity
+		ok   bool
 	}{
-		{[]string{"spiffe://portico.dev/gateway/ns/gw"}, "ns", "gw", true},
-		{[]string{"spiffe://portico.dev/gateway/a.b/c-d"}, "a.b", "c-d", true},
-		{nil, "", "", false},
-		{[]string{"spiffe://portico.dev/gateway/ns"}, "", "", false},
-		{[]string{"spiffe://portico.dev/gateway/ns/gw/extra"}, "", "", false},
-		{[]string{"spiffe://portico.dev/gateway//gw"}, "", "", false},
-		{[]string{"spiffe://portico.dev/gateway/ns/GW"}, "", "", false},
-		{[]string{"spiffe://portico.dev/gateway/ns/gw?x=1"}, "", "", false},
-		{[]string{"spiffe://portico.dev:1/gateway/ns/gw"}, "", "", false},
-		{[]string{"https://portico.dev/gateway/ns/gw"}, "", "", false},
-		{[]string{"spiffe://portico.dev/other/ns/gw"}, "", "", false},
-		{[]string{"spiffe://portico.dev/gateway/ns/a", "spiffe://portico.dev/gateway/ns/b"}, "", "", false},
-		{[]string{"spiffe://portico.dev/gateway/ns/%67w"}, "", "", false},
+		{[]string{p + "ns/gateway/gw"}, Identity{"ns", "gw", ""}, true},
+		{[]string{p + "a.b/gateway/c-d"}, Identity{"a.b", "c-d", ""}, true},
+		{[]string{p + "ns/gateway/gw/uid/0b5e2f1c-8d3a"}, Identity{"ns", "gw", "0b5e2f1c-8d3a"}, true},
+		{nil, Identity{}, false},
+		// The identity of certificates before Gateway UIDs: refused.
+		{[]string{"spiffe://portico.dev/gateway/ns/gw"}, Identity{}, false},
+		{[]string{p + "ns"}, Identity{}, false},
+		{[]string{p + "ns/gateway"}, Identity{}, false},
+		{[]string{p + "ns/gateway/gw/extra"}, Identity{}, false},
+		{[]string{p + "ns/gateway/gw/uid"}, Identity{}, false},
+		{[]string{p + "ns/gateway/gw/uid/"}, Identity{}, false},
+		{[]string{p + "ns/gateway/gw/uid/ABC"}, Identity{}, false},
+		{[]string{p + "ns/gateway/gw/oid/abc"}, Identity{}, false},
+		{[]string{p + "ns/gateway/gw/uid/abc/more"}, Identity{}, false},
+		{[]string{p + "/gateway/gw"}, Identity{}, false},
+		{[]string{p + "ns/gateway/GW"}, Identity{}, false},
+		{[]string{p + "ns/gateway/gw?x=1"}, Identity{}, false},
+		{[]string{p + "ns/gateway/gw?"}, Identity{}, false},
+		{[]string{p + "ns/gateway/gw#f"}, Identity{}, false},
+		{[]string{"spiffe://portico.dev:1/ns/ns/gateway/gw"}, Identity{}, false},
+		{[]string{"https://portico.dev/ns/ns/gateway/gw"}, Identity{}, false},
+		{[]string{"spiffe://portico.dev/other/ns/gateway/gw"}, Identity{}, false},
+		{[]string{p + "ns/gateway/a", p + "ns/gateway/b"}, Identity{}, false},
+		{[]string{p + "ns/gateway/a", p + "ns/gateway/a"}, Identity{}, false},
+		{[]string{p + "ns/gateway/%67w"}, Identity{}, false},
 	} {
 		c := &x509.Certificate{URIs: []*url.URL{other}}
 		for _, u := range tc.uris {
 			c.URIs = append(c.URIs, parse(u))
 		}
-		ns, name, ok := GatewayFromCert(c)
-		if ns != tc.ns || name != tc.name || ok != tc.ok {
-			t.Errorf("GatewayFromCert(%v) = %q %q %v, want %q %q %v", tc.uris, ns, name, ok, tc.ns, tc.name, tc.ok)
+		id, ok := IdentityFromCert(c)
+		if id != tc.want || ok != tc.ok {
+			t.Errorf("IdentityFromCert(%v) = %+v %v, want %+v %v", tc.uris, id, ok, tc.want, tc.ok)
 		}
 	}
-	if _, _, ok := GatewayFromCert(nil); ok {
+	if _, ok := IdentityFromCert(nil); ok {
 		t.Errorf("nil certificate has an identity")
 	}
 }

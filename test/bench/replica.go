@@ -24,6 +24,7 @@ type Replica struct {
 	Name      string
 	XDSAddr   string
 	AdminAddr string
+	DebugAddr string // /debug (leader, pprof)
 	cmd       *exec.Cmd
 	done      chan struct{}
 	exitErr   error
@@ -46,7 +47,7 @@ func ReplicaArgs(kubeconfig string, extra []string) []string {
 // StartReplica starts bin as a controller replica; its output goes to
 // logDir/<name>.log.
 func StartReplica(bin, logDir, name string, args []string) (*Replica, error) {
-	ports, err := freePorts(2)
+	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +55,7 @@ func StartReplica(bin, logDir, name string, args []string) (*Replica, error) {
 		Name:      name,
 		XDSAddr:   fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		AdminAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		DebugAddr: fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		done:      make(chan struct{}),
 		http:      &http.Client{Timeout: 10 * time.Second},
 	}
@@ -62,7 +64,7 @@ func StartReplica(bin, logDir, name string, args []string) (*Replica, error) {
 		return nil, err
 	}
 	all := append([]string{"controller", "--identity", name,
-		"--xds-address", r.XDSAddr, "--admin-address", r.AdminAddr}, args...)
+		"--xds-address", r.XDSAddr, "--admin-address", r.AdminAddr, "--debug-address", r.DebugAddr}, args...)
 	r.cmd = exec.Command(bin, all...)
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
 	// Die with the suite: a leftover replica would hold the Lease.
@@ -120,14 +122,18 @@ func (r *Replica) Wait(timeout time.Duration) error {
 }
 
 func (r *Replica) get(ctx context.Context, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.AdminAddr+path, nil)
+	addr := r.AdminAddr
+	if strings.HasPrefix(path, "/debug/") {
+		addr = r.DebugAddr
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return nil, err
 	}
 	return r.http.Do(req)
 }
 
-// SaveProfile writes the profile the admin server serves at path (a
+// SaveProfile writes the profile the debug server serves at path (a
 // /debug/pprof/ one) to file.
 func (r *Replica) SaveProfile(ctx context.Context, path, file string) error {
 	resp, err := r.get(ctx, path)

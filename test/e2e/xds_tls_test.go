@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,9 +18,12 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/pki"
 )
 
 // fetchListeners opens an ADS stream to addr presenting the client
@@ -94,4 +98,68 @@ func TestXDSClientCertificates(t *testing.T) {
 	} else if errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("no-certificate client hung instead of being refused: %v", err)
 	}
+}
+
+// A Gateway deleted and re-created under the same name has a new UID: the
+// client certificate of the old one (kept by someone who copied it) is
+// refused, and the new Gateway's proxies get a certificate naming the new
+// UID, with which they are served.
+func TestXDSCertificateOfRecreatedGatewayRefused(t *testing.T) {
+	w := newWorld(t)
+	r := startReplica(t, w, "solo")
+	a := createGateway(t, w, "alpha")
+	ctx := ctxT(t)
+	key := types.NamespacedName{Namespace: w.ns, Name: infra.ClientCertSecretName(a.Name)}
+	var old corev1.Secret
+	eventually(t, 60*time.Second, "client certificate Secret of alpha", func() error {
+		return kubeClient().Get(ctx, key, &old)
+	})
+	eventually(t, 30*time.Second, "alpha's config over mTLS", func() error {
+		_, err := fetchListeners(r.xds, w.ns+"/alpha", &old, old.Data["ca.crt"])
+		return err
+	})
+
+	var gw gwv1.Gateway
+	if err := kubeClient().Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "alpha"}, &gw); err != nil {
+		t.Fatal(err)
+	}
+	if err := kubeClient().Delete(ctx, &gw); err != nil {
+		t.Fatal(err)
+	}
+	again := gw.DeepCopy()
+	again.ObjectMeta = metav1.ObjectMeta{Namespace: gw.Namespace, Name: gw.Name, Labels: gw.Labels, Annotations: gw.Annotations}
+	again.Status = gwv1.GatewayStatus{}
+	eventually(t, 30*time.Second, "alpha re-created", func() error { return kubeClient().Create(ctx, again) })
+	if again.UID == gw.UID {
+		t.Fatal("re-created Gateway has the old UID")
+	}
+
+	var fresh corev1.Secret
+	eventually(t, 60*time.Second, "a client certificate naming the new UID", func() error {
+		if err := kubeClient().Get(ctx, key, &fresh); err != nil {
+			return err
+		}
+		if !strings.Contains(string(leafURI(t, fresh.Data["tls.crt"])), string(again.UID)) {
+			return fmt.Errorf("certificate identity %s", leafURI(t, fresh.Data["tls.crt"]))
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, "the new certificate served", func() error {
+		_, err := fetchListeners(r.xds, w.ns+"/alpha", &fresh, fresh.Data["ca.crt"])
+		return err
+	})
+	_, err := fetchListeners(r.xds, w.ns+"/alpha", &old, old.Data["ca.crt"])
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("the deleted Gateway's certificate: %v, want Unauthenticated", err)
+	}
+}
+
+// leafURI is the first URI SAN of the first certificate of certPEM.
+func leafURI(t *testing.T, certPEM []byte) string {
+	t.Helper()
+	certs, err := pki.ParseCertificates(certPEM)
+	if err != nil || len(certs[0].URIs) == 0 {
+		t.Fatalf("certificate: %v", err)
+	}
+	return certs[0].URIs[0].String()
 }

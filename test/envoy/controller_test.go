@@ -145,7 +145,10 @@ func TestProvisionedProxy(t *testing.T) {
 	ctrl := testenv.StartProcess(t, "controller", logs, []string{porticoBin, "controller",
 		"--kubeconfig", kubeconfig, "--namespace", "portico-system",
 		"--xds-address", xdsAddr, "--xds-service-address", xdsAddr, "--xds-extra-san", gateway.String(),
-		"--admin-address", "127.0.0.1:0", "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms",
+		"--admin-address", "127.0.0.1:0", "--debug-address=", "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms",
+		// Short-lived connections: a rotated client certificate is
+		// presented within seconds (see rotateClientCert).
+		"--xds-max-connection-age", "3s", "--xds-max-connection-age-grace", "1s",
 		"--log-level", "debug"})
 
 	for _, o := range []client.Object{
@@ -236,7 +239,8 @@ func TestProvisionedProxy(t *testing.T) {
 	// The same Pod's Envoy where xDS is out of reach, started first.
 	cutOffNS := isolatedNamespace(t)
 	cutOff := startPodEnvoy(t, ctr, cutOffNS)
-	envoy := startPodEnvoy(t, ctr, proxyNS)
+	envoyDir := t.TempDir()
+	envoy := startPodEnvoyIn(t, ctr, proxyNS, envoyDir)
 	if err := envoy.WaitLive(60 * time.Second); err != nil {
 		t.Fatalf("the provisioned proxy did not get its configuration: %v", err)
 	}
@@ -298,13 +302,26 @@ func TestProvisionedProxy(t *testing.T) {
 			return getOK(c, fmt.Sprintf("http://%s:8080/hello", proxyNS.Addr), "web.example.com")
 		})
 	})
+	t.Run("client certificate rotated without restart", func(t *testing.T) {
+		rotateClientCert(t, k8s, ctrl, envoy, ctr, envoyDir)
+		eventually(t, 20*time.Second, "web.example.com through the proxy after the rotation", func() error {
+			return getOK(&http.Client{Timeout: 5 * time.Second}, fmt.Sprintf("http://%s:8080/hello", proxyNS.Addr), "web.example.com")
+		})
+	})
 	t.Run("never Ready without xDS", func(t *testing.T) { neverReady(t, cutOff, cutOffNS) })
 }
 
 // startPodEnvoy runs the Pod's Envoy container c in ns.
 func startPodEnvoy(t *testing.T, c *dataplane.Container, ns *testenv.Netns) *testenv.Envoy {
 	t.Helper()
-	wrap, err := c.Process.Prepare(t.TempDir())
+	return startPodEnvoyIn(t, c, ns, t.TempDir())
+}
+
+// startPodEnvoyIn is startPodEnvoy with the container's volumes laid out
+// in dir (dir/vol<i>, as testenv.Container.Prepare does).
+func startPodEnvoyIn(t *testing.T, c *dataplane.Container, ns *testenv.Netns, dir string) *testenv.Envoy {
+	t.Helper()
+	wrap, err := c.Process.Prepare(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,9 +99,22 @@ func startStack(t *testing.T, extra map[string]string, backends ...backend) *sta
 	return startStackWith(t, nil, extra, backends...)
 }
 
-// startStackWith is startStack with more `portico standalone` flags.
+// withheldSecrets, among the flags of startStackWith, leaves out
+// --xds-unauthenticated-secrets: Portico then withholds the HTTPS
+// listeners' private keys from the quickstart's plaintext bootstrap.
+const withheldSecrets = "(withheld secrets)"
+
+// startStackWith is startStack with more `portico standalone` flags. The
+// quickstart bootstrap's xDS is plaintext (on loopback, in the stack's own
+// network namespace), so Portico is told to send Secrets over it
+// (--xds-unauthenticated-secrets) unless flags has withheldSecrets.
 func startStackWith(t *testing.T, flags []string, extra map[string]string, backends ...backend) *stack {
 	t.Helper()
+	if i := slices.Index(flags, withheldSecrets); i >= 0 {
+		flags = slices.Delete(slices.Clone(flags), i, i+1)
+	} else {
+		flags = append([]string{"--xds-unauthenticated-secrets"}, flags...)
+	}
 	testenv.RequireEnvoy(t)
 	testenv.RequireNetns(t)
 	echo := testenv.RequireEcho(t)

@@ -30,6 +30,7 @@ type replica struct {
 	proxy *faultproxy.Proxy
 	xds   string // host:port
 	admin string // host:port
+	debug string // host:port of /debug
 	log   string // path of its log file
 	cmd   *exec.Cmd
 	done  chan struct{} // closed when the process has exited
@@ -138,10 +139,11 @@ func (w *world) startReplica(t *testing.T, name string, extra ...string) *replic
 	for attempt := 0; ; attempt++ {
 		xds, err1 := freePort()
 		admin, err2 := freePort()
-		if err := errors.Join(err1, err2); err != nil {
+		debug, err3 := freePort()
+		if err := errors.Join(err1, err2, err3); err != nil {
 			t.Fatal(err)
 		}
-		r.xds, r.admin = xds, admin
+		r.xds, r.admin, r.debug = xds, admin, debug
 		args := append([]string{"controller",
 			"--kubeconfig", kubeconfig,
 			"--namespace", w.ns,
@@ -155,6 +157,7 @@ func (w *world) startReplica(t *testing.T, name string, extra ...string) *replic
 			"--max-delay", "200ms",
 			"--xds-address", xds,
 			"--admin-address", admin,
+			"--debug-address", debug,
 		}, extra...)
 		flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
 		if attempt == 0 {
@@ -250,7 +253,11 @@ func (r *replica) terminate(t *testing.T) {
 var adminClient = &http.Client{Timeout: 2 * time.Second}
 
 func (r *replica) get(path string) ([]byte, error) {
-	resp, err := adminClient.Get("http://" + r.admin + path)
+	addr := r.admin
+	if strings.HasPrefix(path, "/debug/") {
+		addr = r.debug
+	}
+	resp, err := adminClient.Get("http://" + addr + path)
 	if err != nil {
 		return nil, err
 	}

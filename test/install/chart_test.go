@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -148,7 +149,8 @@ func TestInstallObjects(t *testing.T) {
 	if o := objs[0]; o.GetKind() != "Namespace" || o.GetName() != Namespace {
 		t.Errorf("first object is %s %s, want Namespace %s", o.GetKind(), o.GetName(), Namespace)
 	}
-	clusterScoped := sets.New("Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "GatewayClass")
+	clusterScoped := sets.New("Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "GatewayClass",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 	var kinds []string
 	for _, o := range objs {
 		if o.GetKind() != "CustomResourceDefinition" {
@@ -168,10 +170,13 @@ func TestInstallObjects(t *testing.T) {
 	}
 	slices.Sort(kinds)
 	want := []string{
-		"ClusterRole/portico", "ClusterRoleBinding/portico", "Deployment/portico",
+		"ClusterRole/portico", "ClusterRole/portico-provisioner", "ClusterRoleBinding/portico",
+		"ClusterRoleBinding/portico-provisioner", "Deployment/portico",
 		"GatewayClass/portico", "Namespace/portico-system", "PodDisruptionBudget/portico",
-		"ProxyConfig/portico", "Role/portico-leader-election", "RoleBinding/portico-leader-election",
+		"ProxyConfig/portico", "Role/portico-leader-election", "Role/portico-pki",
+		"RoleBinding/portico-leader-election", "RoleBinding/portico-pki",
 		"Service/portico-xds", "ServiceAccount/portico",
+		"ValidatingAdmissionPolicy/portico-writes", "ValidatingAdmissionPolicyBinding/portico-writes",
 	}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("objects besides CRDs:\n got %v\nwant %v", kinds, want)
@@ -344,12 +349,14 @@ func TestInstallControllerFlags(t *testing.T) {
 }
 
 // TestInstallRBAC: exactly the permissions the controller needs; no
-// wildcards; Gateway API objects are only read, except their status.
+// wildcards; Gateway API objects are only read, except their status; the
+// ClusterRole bound to the controller only reads (and writes statuses);
+// writes of provisioned objects are a ClusterRole of their own, confined by
+// the ValidatingAdmissionPolicy portico-writes (TestInstallWriteGuard);
+// the PKI's own Secrets are a Role of the release namespace.
 func TestInstallRBAC(t *testing.T) {
-	cr := typed(t, find(t, "ClusterRole", "portico"), &rbacv1.ClusterRole{})
 	read := []string{"get", "list", "watch"}
-	apply := []string{"list", "watch", "create", "patch", "delete"}
-	want := sets.New[string]()
+	writes := []string{"create", "patch", "delete"}
 	grant := func(want sets.Set[string], group string, resources, verbs []string, names ...string) {
 		for _, r := range resources {
 			for _, v := range verbs {
@@ -357,59 +364,124 @@ func TestInstallRBAC(t *testing.T) {
 			}
 		}
 	}
+	rulesOf := func(where string, rules []rbacv1.PolicyRule) sets.Set[string] {
+		got := sets.New[string]()
+		for _, r := range rules {
+			checkRule(t, where, r)
+			for _, g := range r.APIGroups {
+				grant(got, g, r.Resources, r.Verbs, r.ResourceNames...)
+			}
+		}
+		return got
+	}
+	check := func(where string, got, want sets.Set[string]) {
+		t.Helper()
+		if !got.Equal(want) {
+			t.Errorf("%s:\n extra   %v\n missing %v", where, sets.List(got.Difference(want)), sets.List(want.Difference(got)))
+		}
+	}
+
+	// portico: what translation, the status writer and the reconciler read,
+	// and the statuses.
+	cr := typed(t, find(t, "ClusterRole", "portico"), &rbacv1.ClusterRole{})
+	want := sets.New[string]()
 	grant(want, "gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "listenersets", "httproutes", "grpcroutes", "referencegrants"}, read)
 	grant(want, "gateway.networking.k8s.io", []string{"httproutes/status", "grpcroutes/status"}, []string{"update"})
 	grant(want, "gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "listenersets/status"}, []string{"patch"})
 	grant(want, "", []string{"namespaces"}, read)
 	grant(want, "discovery.k8s.io", []string{"endpointslices"}, read)
 	grant(want, "portico.dev", []string{"proxyconfigs"}, read)
-	grant(want, "", []string{"services", "configmaps", "serviceaccounts"}, apply)
-	grant(want, "apps", []string{"deployments"}, apply)
-	grant(want, "", []string{"secrets"}, append([]string{"get"}, apply...))
-	got := sets.New[string]()
-	for _, r := range cr.Rules {
-		checkRule(t, "ClusterRole portico", r)
-		for _, g := range r.APIGroups {
-			grant(got, g, r.Resources, r.Verbs, r.ResourceNames...)
-		}
-	}
-	if !got.Equal(want) {
-		t.Errorf("ClusterRole portico:\n extra   %v\n missing %v", sets.List(got.Difference(want)), sets.List(want.Difference(got)))
-	}
+	grant(want, "", []string{"services", "configmaps", "serviceaccounts", "secrets"}, read)
+	grant(want, "apps", []string{"deployments"}, read)
+	got := rulesOf("ClusterRole portico", cr.Rules)
+	check("ClusterRole portico", got, want)
 	for _, p := range sets.List(got) {
 		res, verb, _ := strings.Cut(p, " ")
-		if strings.HasPrefix(res, "gateway.networking.k8s.io/") && !strings.HasSuffix(res, "/status") &&
-			!slices.Contains(read, verb) {
-			t.Errorf("ClusterRole portico writes a Gateway API object, not its status: %s", p)
+		if !strings.HasSuffix(res, "/status") && !slices.Contains(read, verb) {
+			t.Errorf("ClusterRole portico writes something else than a status: %s", p)
 		}
 	}
+
+	// portico-provisioner: the writes of each Gateway's proxies and client
+	// certificate, in the Gateway's namespace.
+	prov := typed(t, find(t, "ClusterRole", "portico-provisioner"), &rbacv1.ClusterRole{})
+	want = sets.New[string]()
+	grant(want, "", []string{"services", "configmaps", "serviceaccounts", "secrets"}, writes)
+	grant(want, "apps", []string{"deployments"}, writes)
+	check("ClusterRole portico-provisioner", rulesOf("ClusterRole portico-provisioner", prov.Rules), want)
+
+	// portico-pki: the CA and serving certificate Secrets, by name (create
+	// cannot be limited to names; list and watch with a metadata.name field
+	// selector can).
+	pkiRole := typed(t, find(t, "Role", "portico-pki"), &rbacv1.Role{})
+	want = sets.New[string]()
+	grant(want, "", []string{"secrets"}, []string{"create"})
+	grant(want, "", []string{"secrets"}, []string{"get", "patch"}, "portico-ca", "portico-xds-tls")
+	grant(want, "", []string{"secrets"}, []string{"list", "watch"}, "portico-xds-tls")
+	check("Role portico-pki", rulesOf("Role portico-pki", pkiRole.Rules), want)
 
 	role := typed(t, find(t, "Role", "portico-leader-election"), &rbacv1.Role{})
-	want, got = sets.New[string](), sets.New[string]()
+	want = sets.New[string]()
 	grant(want, "coordination.k8s.io", []string{"leases"}, []string{"create"})
 	grant(want, "coordination.k8s.io", []string{"leases"}, []string{"get", "watch", "update"}, "portico-leader")
-	for _, r := range role.Rules {
-		checkRule(t, "Role portico-leader-election", r)
-		for _, g := range r.APIGroups {
-			grant(got, g, r.Resources, r.Verbs, r.ResourceNames...)
-		}
-	}
-	if !got.Equal(want) {
-		t.Errorf("Role portico-leader-election:\n extra   %v\n missing %v", sets.List(got.Difference(want)), sets.List(want.Difference(got)))
-	}
+	check("Role portico-leader-election", rulesOf("Role portico-leader-election", role.Rules), want)
 
 	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "portico", Namespace: Namespace}
-	crb := typed(t, find(t, "ClusterRoleBinding", "portico"), &rbacv1.ClusterRoleBinding{})
-	if crb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "portico"}) ||
-		!slices.Equal(crb.Subjects, []rbacv1.Subject{sa}) {
-		t.Errorf("ClusterRoleBinding portico: %+v → %+v", crb.Subjects, crb.RoleRef)
+	for _, name := range []string{"portico", "portico-provisioner"} {
+		crb := typed(t, find(t, "ClusterRoleBinding", name), &rbacv1.ClusterRoleBinding{})
+		if crb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}) ||
+			!slices.Equal(crb.Subjects, []rbacv1.Subject{sa}) {
+			t.Errorf("ClusterRoleBinding %s: %+v → %+v", name, crb.Subjects, crb.RoleRef)
+		}
 	}
-	rb := typed(t, find(t, "RoleBinding", "portico-leader-election"), &rbacv1.RoleBinding{})
-	if rb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "portico-leader-election"}) ||
-		!slices.Equal(rb.Subjects, []rbacv1.Subject{sa}) {
-		t.Errorf("RoleBinding portico-leader-election: %+v → %+v", rb.Subjects, rb.RoleRef)
+	for _, name := range []string{"portico-leader-election", "portico-pki"} {
+		rb := typed(t, find(t, "RoleBinding", name), &rbacv1.RoleBinding{})
+		if rb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}) ||
+			!slices.Equal(rb.Subjects, []rbacv1.Subject{sa}) || rb.Namespace != Namespace {
+			t.Errorf("RoleBinding %s/%s: %+v → %+v", rb.Namespace, name, rb.Subjects, rb.RoleRef)
+		}
 	}
 	typed(t, find(t, "ServiceAccount", "portico"), &corev1.ServiceAccount{})
+}
+
+// TestInstallWriteGuard: the ValidatingAdmissionPolicy portico-writes
+// covers every write the provisioner ClusterRole grants, applies to the
+// controller's ServiceAccount only, and denies (failing closed).
+// TestControllerWithChartRBAC shows what it allows and refuses.
+func TestInstallWriteGuard(t *testing.T) {
+	vap := typed(t, find(t, "ValidatingAdmissionPolicy", "portico-writes"), &admissionregistrationv1.ValidatingAdmissionPolicy{})
+	if vap.Spec.FailurePolicy == nil || *vap.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy %v, want Fail", vap.Spec.FailurePolicy)
+	}
+	covered := sets.New[string]()
+	for _, r := range vap.Spec.MatchConstraints.ResourceRules {
+		ops := sets.New[admissionregistrationv1.OperationType](r.Operations...)
+		if !ops.HasAll(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete) {
+			t.Errorf("rule %+v does not cover CREATE, UPDATE and DELETE", r)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				covered.Insert(perm(g, res, "write")...)
+			}
+		}
+	}
+	prov := typed(t, find(t, "ClusterRole", "portico-provisioner"), &rbacv1.ClusterRole{})
+	for _, r := range prov.Rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				if !covered.HasAny(perm(g, res, "write")...) {
+					t.Errorf("the write guard does not cover %s/%s, which portico-provisioner writes", g, res)
+				}
+			}
+		}
+	}
+	if len(vap.Spec.MatchConditions) != 1 || !strings.Contains(vap.Spec.MatchConditions[0].Expression, "'"+serviceAccount+"'") {
+		t.Errorf("matchConditions %+v, want one naming %s", vap.Spec.MatchConditions, serviceAccount)
+	}
+	b := typed(t, find(t, "ValidatingAdmissionPolicyBinding", "portico-writes"), &admissionregistrationv1.ValidatingAdmissionPolicyBinding{})
+	if b.Spec.PolicyName != "portico-writes" || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v, want policy portico-writes with Deny", b.Spec)
+	}
 }
 
 // perm names one permission: "group/resource verb", with "[name]" after

@@ -34,16 +34,19 @@ import (
 	"github.com/portico-dev/portico/internal/controller"
 	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/provider/kube"
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 // serviceAccount is the user the chart's RBAC is granted to.
 const serviceAccount = "system:serviceaccount:" + Namespace + ":portico"
 
 // TestControllerWithChartRBAC runs the controller as the chart's
-// ServiceAccount (impersonation) with exactly install.yaml's RBAC objects,
-// and checks that it does its whole job: leader election, statuses,
-// provisioning and removal of a Gateway's proxies, without a single
-// forbidden request.
+// ServiceAccount (impersonation) with exactly install.yaml's RBAC objects
+// and write guard (ValidatingAdmissionPolicy portico-writes), and checks
+// that it does its whole job: leader election, the PKI, statuses,
+// provisioning and removal of a Gateway's proxies and client certificate,
+// without a single forbidden request; that its caches hold no Secret but
+// TLS ones; and that it may write no object it did not provision.
 func TestControllerWithChartRBAC(t *testing.T) {
 	cfg := apiServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -53,10 +56,12 @@ func TestControllerWithChartRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Exactly the chart's identity and RBAC, nothing else of install.yaml.
+	// Exactly the chart's identity, RBAC and write guard, nothing else of
+	// install.yaml.
 	for _, o := range installObjects(t) {
 		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 			if err := admin.Create(ctx, o.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
 			}
@@ -79,7 +84,32 @@ func TestControllerWithChartRBAC(t *testing.T) {
 		return err1 == nil && err2 == nil, fmt.Sprintf("list gateways: %v; get lease: %v", err1, err2)
 	})
 
+	waitForWriteGuard(ctx, t, admin, sa)
+
 	f := newWorld(ctx, t, admin)
+	// A tenant's Secrets next to the Gateway: a certificate (type
+	// kubernetes.io/tls, which Portico watches) and a password (Opaque,
+	// which it must never hold), and a Deployment of the tenant's own.
+	f.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "tenant-cert"},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: []byte("cert"), corev1.TLSPrivateKeyKey: []byte("key")},
+	})
+	f.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "tenant-password"},
+		StringData: map[string]string{"password": "hunter2"},
+	})
+	tenantApp := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "tenant-app"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "tenant"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "tenant"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app"}}},
+			},
+		},
+	}
+	f.create(tenantApp)
 	// Nothing the controller or client-go does may be refused. (Checked
 	// after the controller stopped, and also when the test failed.)
 	logStart := logs.Offset()
@@ -108,11 +138,17 @@ func TestControllerWithChartRBAC(t *testing.T) {
 		}
 		return f.statusesWritten()
 	})
-	proxies := []client.Object{&corev1.ServiceAccount{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}}
+	proxies := []client.Object{&corev1.ServiceAccount{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &corev1.Secret{}}
 	name := infra.Name("gw")
-	eventually(t, 30*time.Second, "the Gateway's proxies, applied by portico", func() (bool, string) {
+	nameOf := func(o client.Object) string {
+		if _, ok := o.(*corev1.Secret); ok {
+			return infra.ClientCertSecretName("gw")
+		}
+		return name
+	}
+	eventually(t, 30*time.Second, "the Gateway's proxies and client certificate, applied by portico", func() (bool, string) {
 		for _, o := range proxies {
-			if err := admin.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, o); err != nil {
+			if err := admin.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: nameOf(o)}, o); err != nil {
 				return false, fmt.Sprintf("%T: %v", o, err)
 			}
 			if !slices.ContainsFunc(o.GetManagedFields(), func(m metav1.ManagedFieldsEntry) bool {
@@ -138,20 +174,94 @@ func TestControllerWithChartRBAC(t *testing.T) {
 	forbidden(t, "create a ClusterRole", sa.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "portico-escalate"}}))
 	forbidden(t, "list Pods", sa.List(ctx, &corev1.PodList{}))
 
+	// Its caches hold the tenant's TLS Secret and not the Opaque one.
+	snap, err := c.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Secrets.Value(resource.Key{Namespace: f.ns, Name: "tenant-cert"}) == nil {
+		t.Error("the tenant's TLS Secret is not in the controller's snapshot")
+	}
+	if snap.Secrets.Value(resource.Key{Namespace: f.ns, Name: "tenant-password"}) != nil {
+		t.Error("the tenant's Opaque Secret is in the controller's snapshot")
+	}
+	for k := range snap.Secrets.Keys() {
+		if sec := snap.Secrets.Value(k); sec.Type != corev1.SecretTypeTLS {
+			t.Errorf("Secret %s of type %s in the controller's snapshot", k, sec.Type)
+		}
+	}
+
+	// The write guard: the ServiceAccount may write what Portico
+	// provisions, and nothing else, in a Gateway's namespace or its own.
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+infra.LabelManagedBy+`":"`+infra.ManagedByValue+`"}}}`))
+	denied(t, "patch a tenant's TLS Secret", sa.Patch(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "tenant-cert"}}, patch))
+	denied(t, "delete a tenant's Opaque Secret", sa.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "tenant-password"}}))
+	denied(t, "create an Opaque Secret in a tenant's namespace", sa.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "portico-ca"}, StringData: map[string]string{"ca.key": "x"}}))
+	denied(t, "create a Secret labelled as Portico's without a Gateway owner", sa.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: infra.ClientCertSecretName("forged"), Labels: infra.Labels(f.ns, "forged")},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: []byte("c"), corev1.TLSPrivateKeyKey: []byte("k")},
+	}))
+	denied(t, "patch a tenant's Deployment", sa.Patch(ctx, tenantApp.DeepCopy(), patch))
+	denied(t, "delete a tenant's Service", sa.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "web"}}))
+	denied(t, "create another Secret in its own namespace", sa.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "portico-extra"}, StringData: map[string]string{"k": "v"}}))
+	for _, n := range []string{"tenant-cert", "tenant-password"} {
+		if err := admin.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: n}, &corev1.Secret{}); err != nil {
+			t.Errorf("tenant Secret %s: %v", n, err)
+		}
+	}
+
 	// The Gateway goes: Portico itself removes its proxies (envtest runs no
 	// garbage collector).
 	if err := admin.Delete(ctx, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "gw"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the deleted Gateway's proxies to be removed", func() (bool, string) {
+	eventually(t, 30*time.Second, "the deleted Gateway's proxies and client certificate to be removed", func() (bool, string) {
 		for _, o := range proxies {
-			err := admin.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, o)
+			err := admin.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: nameOf(o)}, o)
 			if !apierrors.IsNotFound(err) {
-				return false, fmt.Sprintf("%T %s: %v", o, name, err)
+				return false, fmt.Sprintf("%T %s: %v", o, nameOf(o), err)
 			}
 		}
 		return true, ""
 	})
+}
+
+// waitForWriteGuard waits until the ValidatingAdmissionPolicy portico-writes
+// is in force (policies take effect asynchronously): the ServiceAccount's
+// creation of an Opaque Secret in a namespace of no Gateway is denied by it.
+// A probe that got through before is deleted again.
+func waitForWriteGuard(ctx context.Context, t *testing.T, admin, sa client.Client) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "guard-probe-"}}
+	if err := admin.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the write guard to take effect", func() (bool, string) {
+		probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "probe"}, StringData: map[string]string{"k": "v"}}
+		err := sa.Create(ctx, probe)
+		if err == nil {
+			_ = admin.Delete(ctx, probe)
+			return false, "the probe Secret was created"
+		}
+		return isGuardDenial(err), fmt.Sprintf("creating the probe Secret: %v", err)
+	})
+}
+
+// isGuardDenial reports whether err is a denial by portico-writes.
+func isGuardDenial(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "portico-writes")
+}
+
+// denied checks that a write was refused by the write guard (RBAC allows
+// it: the provisioner ClusterRole writes these kinds everywhere).
+func denied(t *testing.T, what string, err error) {
+	t.Helper()
+	if !isGuardDenial(err) {
+		t.Errorf("%s as %s: got %v, want a denial by the ValidatingAdmissionPolicy portico-writes", what, serviceAccount, err)
+	}
 }
 
 // checkIdentity verifies that requests with as are made as the chart's

@@ -32,7 +32,7 @@ func leaderOf(t *testing.T, rs ...*replica) *replica {
 			Leader   bool   `json:"leader"`
 			Identity string `json:"identity"`
 		}
-		resp, err := http.Get("http://" + r.admin + "/debug/leader")
+		resp, err := http.Get("http://" + r.debug + "/debug/leader")
 		if err != nil {
 			continue
 		}

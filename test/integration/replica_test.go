@@ -82,6 +82,7 @@ type replica struct {
 	faults *faults
 	xds    string // xDS address
 	admin  string // admin address
+	debug  string // debug address (/debug/leader)
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -122,6 +123,10 @@ func startReplica(t *testing.T, name string, o replicaOpts) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := controller.New(controller.Options{
 		RESTConfig:       cfg,
 		Namespace:        o.leaseNamespace,
@@ -136,13 +141,14 @@ func startReplica(t *testing.T, name string, o replicaOpts) *replica {
 		MaxDelay:         200 * time.Millisecond,
 		XDSListener:      xl,
 		AdminListener:    al,
+		DebugListener:    dl,
 		Log:              testLogger(t, name),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{name: name, c: c, faults: f, xds: xl.Addr().String(), admin: al.Addr().String(), cancel: cancel, done: make(chan error, 1)}
+	r := &replica{name: name, c: c, faults: f, xds: xl.Addr().String(), admin: al.Addr().String(), debug: dl.Addr().String(), cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- c.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 	return r

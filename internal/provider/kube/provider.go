@@ -1,6 +1,14 @@
 // Package kube is the Kubernetes provider: controller-runtime informer caches
 // for every input kind of the translator, feeding the pipeline.
 //
+// The caches hold what translation and provisioning read, and no more: of
+// Secrets only those of type kubernetes.io/tls (SecretFieldSelector), of
+// Deployments, ConfigMaps and ServiceAccounts only those Portico
+// provisioned (its managed-by label), without managedFields. RBAC cannot
+// express these selections (the ServiceAccount may list every Secret);
+// they keep the rest of the cluster's Secrets out of the process's memory,
+// snapshots and debug views.
+//
 // Informer events update the cache (controller-runtime does that) and then
 // pass through a filter that says whether the event matters for
 // translation. An event that matters marks the input dirty and notifies the
@@ -31,6 +39,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -117,14 +126,32 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.InfraObserve == nil {
 		cfg.InfraObserve = func(client.Object) {}
 	}
+	c, err := cache.New(cfg.RESTConfig, cacheOptions(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("kube provider: %w", err)
+	}
+	return &Provider{cfg: cfg, cache: c, syncedC: make(chan struct{}), refs: newRefs()}, nil
+}
+
+// SecretFieldSelector selects the Secrets the cache watches: those of type
+// kubernetes.io/tls, the only type translation reads (listener
+// certificates) and the type of the proxies' client certificates. Other
+// Secrets of the cluster (tokens, passwords, registry credentials) are
+// never listed, watched or held in memory. Portico's CA (an Opaque Secret)
+// is read by name, live, by the leader's certificate manager.
+var SecretFieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))
+
+// cacheOptions are the informers' selections and transforms.
+func cacheOptions(cfg Config) cache.Options {
 	// Of Deployments, ConfigMaps and ServiceAccounts only those Portico
 	// provisioned are watched.
 	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{infra.LabelManagedBy: infra.ManagedByValue})}
-	c, err := cache.New(cfg.RESTConfig, cache.Options{
+	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}:     ours,
 			&corev1.ConfigMap{}:      ours,
 			&corev1.ServiceAccount{}: ours,
+			&corev1.Secret{}:         {Field: SecretFieldSelector},
 		},
 		Scheme: cfg.Scheme,
 		// Nothing of ours reads managedFields; they are most of the size
@@ -133,11 +160,7 @@ func New(cfg Config) (*Provider, error) {
 		// The translator never modifies its inputs, so reads share the
 		// cache's objects instead of deep-copying the world.
 		DefaultUnsafeDisableDeepCopy: ptr.To(true),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("kube provider: %w", err)
 	}
-	return &Provider{cfg: cfg, cache: c, syncedC: make(chan struct{}), refs: newRefs()}, nil
 }
 
 // SetInfraObserver sets Config.InfraObserve; call it before Run.

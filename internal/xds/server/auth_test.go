@@ -72,10 +72,13 @@ func (c *testCA) server() *tls.Certificate {
 		[]net.IP{net.ParseIP("127.0.0.1")}, time.Now(), time.Hour))
 }
 
-// client issues the certificate of gateway "<ns>/<name>".
-func (c *testCA) client(gateway string) *tls.Certificate {
+// client issues the certificate of gateway "<ns>/<name>", without UID.
+func (c *testCA) client(gateway string) *tls.Certificate { return c.clientUID(gateway, "") }
+
+// clientUID issues the certificate of gateway "<ns>/<name>" with uid.
+func (c *testCA) clientUID(gateway, uid string) *tls.Certificate {
 	ns, name, _ := strings.Cut(gateway, "/")
-	return c.keyPair(c.ca.IssueClient(ns, name, time.Now(), time.Hour))
+	return c.keyPair(c.ca.IssueClient(pki.Identity{Namespace: ns, Name: name, UID: uid}, time.Now(), time.Hour))
 }
 
 // anonymousClient is a certificate of the CA valid for client auth but
@@ -111,11 +114,21 @@ func (c *testCA) anonymousClient() *tls.Certificate {
 // is nil: dial a connection per client identity.
 func startTLSEnv(t *testing.T, cfg *tls.Config) (e *env, addr string) {
 	t.Helper()
+	return startTLSEnvWith(t, cfg, nil)
+}
+
+// startTLSEnvWith is startTLSEnv with tweak applied to the Server before
+// it serves.
+func startTLSEnvWith(t *testing.T, cfg *tls.Config, tweak func(*Server)) (e *env, addr string) {
+	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := metrics.New()
 	srv := New(log, m)
 	srv.TLS = cfg
+	if tweak != nil {
+		tweak(srv)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)

@@ -38,6 +38,10 @@ import (
 // caches are dropped when its last watch ends.
 type gatewayCache struct {
 	log log.Logger
+	// withholdSecrets: the Secrets of a set are not handed to the
+	// LinearCaches nor fetched (clients are not authenticated; see
+	// Server.UnauthenticatedSecrets). Set before the first set.
+	withholdSecrets bool
 
 	mu  sync.Mutex // guards gws; held while a LinearCache is updated or watched
 	gws map[string]*gatewayState
@@ -181,6 +185,9 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 
 	var errs []error
 	for _, t := range upsertOrder {
+		if t == resourcev3.SecretType && c.withholdSecrets {
+			continue
+		}
 		if d := diffs[t]; len(d.changed) > 0 {
 			m := make(map[string]types.Resource, len(d.changed))
 			for _, res := range d.changed {
@@ -192,6 +199,9 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 		}
 	}
 	for _, t := range removeOrder {
+		if t == resourcev3.SecretType && c.withholdSecrets {
+			continue
+		}
 		if d := diffs[t]; len(d.removed) > 0 {
 			if err := g.types[t].UpdateResources(nil, d.removed); err != nil {
 				errs = append(errs, fmt.Errorf("gateway %s: %s: %w", gw, t, err))
@@ -279,6 +289,12 @@ func (c *gatewayCache) Fetch(_ context.Context, req *cachev3.Request) (cachev3.R
 		names[n] = true
 	}
 	out := &discoveryv3.DiscoveryResponse{VersionInfo: version, TypeUrl: typeURL}
+	c.mu.Lock()
+	withhold := c.withholdSecrets && typeURL == resourcev3.SecretType
+	c.mu.Unlock()
+	if withhold {
+		return &cachev3.PassthroughResponse{Request: req, DiscoveryResponse: out}, nil
+	}
 	for _, res := range r.ByType()[typeURL] {
 		if len(names) > 0 && !names[cachev3.GetResourceName(res)] {
 			continue

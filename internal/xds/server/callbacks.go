@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -14,12 +15,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/portico-dev/portico/internal/metrics"
+	"github.com/portico-dev/portico/internal/pki"
 )
 
 // callbacks observe the xDS streams of one go-control-plane server: they keep
 // the stream gauges and request/NACK counters, log NACKs, and refuse proxies
 // that do not say which gateway they belong to, or (with mTLS) whose client
-// certificate names another gateway.
+// certificate names another gateway, or a Gateway that no longer exists
+// (verify).
 //
 // They also stop SotW NACK loops. A SotW NACK carries the last version the
 // proxy accepted, which is empty when it never accepted one; a cache seeing
@@ -35,6 +38,9 @@ type callbacks struct {
 	// mtls: streams are bound to the Gateway of the peer's verified client
 	// certificate when they open (see auth.go).
 	mtls bool
+	// verify, when not nil, checks a client identity when a stream opens
+	// and on unary fetches (checkUID).
+	verify func(context.Context, pki.Identity) error
 
 	mu sync.Mutex
 	// State of each open stream. The SotW and delta servers number their
@@ -45,6 +51,8 @@ type callbacks struct {
 
 type streamState struct {
 	identity string               // mTLS: gateway of the client certificate
+	id       pki.Identity         // mTLS: the client certificate's identity
+	conn     net.Conn             // mTLS: the peer's connection, if tracked
 	gateway  string               // node.cluster, bound by the first request
 	nodeID   string               // node.id of the first request
 	sent     map[string]sentState // SotW: last response sent, by type URL
@@ -100,15 +108,39 @@ func (c *callbacks) open(ctx context.Context, kind string, streams map[int64]*st
 	if !c.mtls {
 		return nil
 	}
-	gw, err := peerGateway(ctx)
+	ident, cert, conn, err := peerIdentity(ctx)
+	if err == nil && c.verify != nil {
+		err = c.verify(ctx, ident)
+	}
 	if err != nil {
 		c.log.Warn("xds stream refused", "kind", kind, "stream", id, "peer", peerAddr(ctx), "error", err)
 		return err
 	}
+	c.log.Debug("xds client authenticated", "kind", kind, "stream", id, "gateway", ident.Gateway(),
+		"uid", ident.UID, "serial", cert.SerialNumber.Text(16), "not_after", cert.NotAfter)
 	c.mu.Lock()
-	streams[id] = &streamState{identity: gw, sent: map[string]sentState{}}
+	streams[id] = &streamState{identity: ident.Gateway(), id: ident, conn: conn, sent: map[string]sentState{}}
 	c.mu.Unlock()
 	return nil
+}
+
+// openIdentities returns the tracked connections of the open streams by
+// client identity, each connection once.
+func (c *callbacks) openIdentities() map[pki.Identity][]net.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[pki.Identity][]net.Conn{}
+	seen := map[net.Conn]bool{}
+	for _, streams := range []map[int64]*streamState{c.sotw, c.delta} {
+		for _, st := range streams {
+			if st.conn == nil || seen[st.conn] {
+				continue
+			}
+			seen[st.conn] = true
+			out[st.id] = append(out[st.id], st.conn)
+		}
+	}
+	return out
 }
 
 func (c *callbacks) unbind(streams map[int64]*streamState, id int64) {
@@ -216,9 +248,12 @@ func (c *callbacks) OnStreamDeltaResponse(id int64, req *discoveryv3.DeltaDiscov
 
 func (c *callbacks) OnFetchRequest(ctx context.Context, req *discoveryv3.DiscoveryRequest) error {
 	if c.mtls {
-		gw, err := peerGateway(ctx)
+		ident, _, _, err := peerIdentity(ctx)
+		if err == nil && c.verify != nil {
+			err = c.verify(ctx, ident)
+		}
 		if err == nil {
-			err = authorize(gw, req.GetNode())
+			err = authorize(ident.Gateway(), req.GetNode())
 		}
 		if err != nil {
 			c.log.Warn("xds request refused", "kind", metrics.KindFetch,

@@ -248,12 +248,24 @@ type env struct {
 	stop func() error // cancels Serve and returns its result
 }
 
+// startEnv serves plaintext, Secrets included (UnauthenticatedSecrets):
+// the tests of the xDS protocol use it.
 func startEnv(t *testing.T) *env {
+	t.Helper()
+	return startEnvWith(t, func(s *Server) { s.UnauthenticatedSecrets = true })
+}
+
+// startEnvWith is startEnv with tweak (instead of UnauthenticatedSecrets)
+// applied to the Server before it serves.
+func startEnvWith(t *testing.T, tweak func(*Server)) *env {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := metrics.New()
 	srv := New(log, m)
+	if tweak != nil {
+		tweak(srv)
+	}
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -12,9 +12,31 @@
 // included, so that resources of a type a Gateway no longer has are
 // removed from its proxies.
 //
-// With Server.TLS set the server requires mTLS, and a proxy may only ask for
-// the Gateway named by its client certificate (see auth.go): node.cluster
-// must equal it, or the stream is refused with PermissionDenied.
+// # Transport security
+//
+// With Server.TLS set to a configuration that requires client certificates
+// (TLSConfig, or ServerTLSConfig with a client CA pool) the server requires
+// mTLS, and a proxy may only ask for the Gateway named by its client
+// certificate (see auth.go): node.cluster must equal it, or the stream is
+// refused with PermissionDenied. With Server.GatewayUID set (the
+// controller), the certificate must also name the UID of the current
+// Gateway object; after every Update the identities of open streams are
+// checked again and the connections of a deleted or re-created Gateway's
+// certificates are closed (security.go). Connections live at most
+// MaxConnectionAge (30 minutes by default, plus a grace period), so every
+// proxy re-authenticates with its current, short-lived certificate at
+// least that often.
+//
+// Without client certificates (plaintext, or TLS without a client CA) any
+// client that reaches the port may ask for any Gateway. Such a server
+// therefore withholds Secrets — the private keys of HTTPS listeners —
+// unless UnauthenticatedSecrets is set: every other resource is served, a
+// proxy's HTTPS listeners wait for their certificate (Envoy's initial
+// fetch timeout, 15 s) and then refuse TLS handshakes, and the server logs
+// a warning per Gateway and reports portico_xds_secrets_withheld. Gateway
+// status is not changed: the translation is valid; the transport is what
+// keeps the keys back. Serve logs at WARN, and portico_xds_transport_security
+// reports, whenever clients are not authenticated.
 package server
 
 import (
@@ -41,6 +63,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/portico-dev/portico/internal/metrics"
+	"github.com/portico-dev/portico/internal/pki"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -59,6 +82,13 @@ const (
 	KeepaliveTimeout = 10 * time.Second
 	// DefaultShutdownTimeout bounds GracefulStop in Serve before Stop.
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultMaxConnectionAge is how long a proxy connection lives before
+	// the server sends GOAWAY (gRPC adds ±10% jitter), and
+	// DefaultMaxConnectionAgeGrace how long it then waits before closing
+	// it: xDS streams never end on their own, so this is when the proxy
+	// reconnects, with a new TLS handshake and its current certificate.
+	DefaultMaxConnectionAge      = 30 * time.Minute
+	DefaultMaxConnectionAgeGrace = time.Minute
 )
 
 // Server serves xDS snapshots, one per Gateway, keyed by node.cluster.
@@ -67,18 +97,37 @@ type Server struct {
 	// remaining connections are closed. Zero means DefaultShutdownTimeout.
 	// Set it before calling Serve.
 	ShutdownTimeout time.Duration
-	// TLS, when not nil, makes Serve require mTLS with this configuration
-	// (see TLSConfig) and bind each stream to the Gateway of its verified
-	// client certificate. Nil serves plaintext to any proxy (standalone
-	// mode). Set it before calling Serve.
+	// TLS, when not nil, makes Serve use TLS with this configuration. When
+	// it asks for client certificates (ClientAuth is not NoClientCert, as
+	// with TLSConfig) the server requires mTLS and binds each stream to
+	// the Gateway of its verified client certificate. Nil serves plaintext
+	// to any client. Set it before calling Update or Serve.
 	TLS *tls.Config
+	// UnauthenticatedSecrets serves Secrets (the TLS private keys of
+	// HTTPS listeners) even when clients are not authenticated by a client
+	// certificate (plaintext, or TLS without client certificates). Off,
+	// such a server withholds them (see the package doc). Set it before
+	// calling Update.
+	UnauthenticatedSecrets bool
+	// GatewayUID, when not nil and the server requires mTLS, is the UID
+	// of the current Gateway of a name: a client certificate must name
+	// it (see auth.go). Nil checks no UID (standalone: no Gateway UIDs).
+	// Set it before calling Serve.
+	GatewayUID UIDLookup
+	// MaxConnectionAge and MaxConnectionAgeGrace bound the life of a
+	// connection (see DefaultMaxConnectionAge). Zero means the default;
+	// a negative MaxConnectionAge means no limit. Set them before Serve.
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 
 	log   *slog.Logger
 	m     *metrics.Metrics
+	sec   *securityMetrics
 	cache *gatewayCache
+	kicks kicker // after each Update: re-check open streams' identities
 
 	mu       sync.Mutex        // serialises Update
 	versions map[string]string // gateway → version set in the cache
+	withheld map[string]int    // gateway → Secrets not served
 }
 
 // New returns a Server with an empty cache. A nil log discards
@@ -94,8 +143,10 @@ func New(log *slog.Logger, m *metrics.Metrics) *Server {
 	return &Server{
 		log:      log,
 		m:        m,
+		sec:      newSecurityMetrics(m),
 		cache:    newGatewayCache(cacheLogger{log}),
 		versions: map[string]string{},
+		withheld: map[string]int{},
 	}
 }
 
@@ -114,6 +165,11 @@ func (s *Server) Served(gateway string) (*translate.Resources, bool) {
 func (s *Server) Update(_ context.Context, res []*translate.Resources) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.kicks.kick()
+	withhold := s.withholdSecrets()
+	s.cache.mu.Lock()
+	s.cache.withholdSecrets = withhold
+	s.cache.mu.Unlock()
 
 	var errs []error
 	present := make(map[string]bool, len(res))
@@ -146,6 +202,9 @@ func (s *Server) Update(_ context.Context, res []*translate.Resources) error {
 			continue
 		}
 		s.versions[gw] = r.Version
+		if withhold {
+			s.noteWithheld(gw, len(r.Secrets))
+		}
 		s.m.SetSnapshotVersion(gw, r.Version)
 		s.log.Info("xds resources updated", "gateway", gw, "version", r.Version)
 	}
@@ -160,6 +219,7 @@ func (s *Server) Update(_ context.Context, res []*translate.Resources) error {
 	for _, gw := range gone {
 		s.cache.remove(gw)
 		delete(s.versions, gw)
+		s.noteWithheld(gw, 0)
 		s.m.DeleteGateway(gw)
 		s.log.Info("xds gateway no longer served", "gateway", gw)
 	}
@@ -173,20 +233,39 @@ var servedTypes = []resourcev3.Type{
 }
 
 // ServerOptions returns the default gRPC options of Serve: keepalive
-// enforcement and parameters and the stream limit. Options passed to Serve
-// are applied after these and so override them.
-func ServerOptions() []grpc.ServerOption {
+// enforcement and parameters, the maximum connection age and the stream
+// limit. Options passed to Serve are applied after these and so override
+// them.
+func ServerOptions() []grpc.ServerOption { return (&Server{}).options() }
+
+// options are the gRPC options of s: ServerOptions with s's maximum
+// connection age.
+func (s *Server) options() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             KeepaliveMinTime,
 			PermitWithoutStream: true,
 		}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:    KeepaliveTime,
-			Timeout: KeepaliveTimeout,
-		}),
+		grpc.KeepaliveParams(s.keepaliveParams()),
 	}
+}
+
+// keepaliveParams are the keepalive parameters of s, the maximum
+// connection age among them (zero: gRPC's infinity).
+func (s *Server) keepaliveParams() keepalive.ServerParameters {
+	kp := keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}
+	age, grace := s.MaxConnectionAge, s.MaxConnectionAgeGrace
+	if age == 0 {
+		age = DefaultMaxConnectionAge
+	}
+	if grace <= 0 {
+		grace = DefaultMaxConnectionAgeGrace
+	}
+	if age > 0 {
+		kp.MaxConnectionAge, kp.MaxConnectionAgeGrace = age, grace
+	}
+	return kp
 }
 
 // Serve serves xDS over gRPC on lis until ctx is done, then stops gracefully,
@@ -196,21 +275,43 @@ func ServerOptions() []grpc.ServerOption {
 // so that streams are authorized. It returns nil after a shutdown caused by ctx, or the error
 // that made the gRPC server fail. lis is closed on return.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
-	all := ServerOptions()
+	all := s.options()
 	if s.TLS != nil {
-		all = append(all, grpc.Creds(credentials.NewTLS(s.TLS)))
+		all = append(all, grpc.Creds(trackingCreds{credentials.NewTLS(s.TLS)}))
 	}
 	gs := grpc.NewServer(append(all, opts...)...)
 	// Each Serve has its own xDS server (whose stream handlers end with
 	// ctx) and its own callbacks (stream ids are per xDS server).
 	cb := newCallbacks(s.log, s.m)
-	cb.mtls = s.TLS != nil
+	cb.mtls = s.authenticated()
+	if cb.mtls && s.GatewayUID != nil {
+		lookup := s.GatewayUID
+		cb.verify = func(ctx context.Context, id pki.Identity) error { return checkUID(ctx, lookup, id) }
+	}
 	xds := serverv3.NewServer(ctx, s.cache, cb)
 	register(gs, xds)
 
+	s.sec.setMode(s.Mode())
+	s.warnInsecure(lis.Addr().String())
+	revalidated := make(chan struct{})
+	rctx, stopRevalidate := context.WithCancel(ctx)
+	if cb.verify != nil {
+		go func() {
+			defer close(revalidated)
+			s.revalidateLoop(rctx, cb)
+		}()
+	} else {
+		close(revalidated)
+	}
+	defer func() {
+		stopRevalidate()
+		<-revalidated
+	}()
+
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()
-	s.log.Info("xds server listening", "address", lis.Addr().String(), "mtls", s.TLS != nil)
+	s.log.Info("xds server listening", "address", lis.Addr().String(), "mode", s.Mode(),
+		"unauthenticated_secrets", s.UnauthenticatedSecrets)
 
 	select {
 	case err := <-serveErr:

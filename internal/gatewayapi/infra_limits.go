@@ -1,0 +1,210 @@
+package gatewayapi
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/infra"
+)
+
+// Bounds on the ProxyConfig of a Gateway.
+//
+// The ProxyConfig a GatewayClass references is the administrator's; the
+// one a Gateway references (spec.infrastructure.parametersRef, in the
+// Gateway's namespace) is whoever may write ProxyConfigs there, usually
+// the tenant. Portico creates the Gateway's Deployment and Service with its
+// own rights, so what a Gateway's ProxyConfig may ask for is bounded by its
+// class's: the class's spec.gatewayOverrides lists the fields a Gateway may
+// set to another value (v1alpha1.DefaultOverridableFields when absent),
+// which images it may name and how many replicas it may run. The effective
+// spec is the class's with the fields the Gateway's ProxyConfig sets; a
+// field it sets to the class's own value is no override. A value outside
+// the bounds is refused, naming the field (Accepted=False,
+// InvalidParameters): never silently clamped, so that what runs is what
+// someone wrote.
+//
+// A Gateway may always pick a Service type that exposes its proxies no
+// more than its class's (ClusterIP, then NodePort, then LoadBalancer, which
+// also opens node ports): that takes nothing the administrator did not
+// give. The Gateway API's own spec.infrastructure.labels and annotations
+// are not bounded here: the specification requires them on the provisioned
+// objects (GatewayInfrastructurePropagation); the class's
+// service.annotations win over them key by key, so an administrator pins
+// the load-balancer annotations that matter in the class's ProxyConfig.
+
+// overrideBounds are the effective bounds of one class.
+type overrideBounds struct {
+	fields      []v1alpha1.OverridableField
+	images      []string
+	maxReplicas *int32
+}
+
+func boundsOf(class *v1alpha1.ProxyConfigSpec) overrideBounds {
+	if class == nil || class.GatewayOverrides == nil {
+		return overrideBounds{fields: v1alpha1.DefaultOverridableFields}
+	}
+	o := class.GatewayOverrides
+	return overrideBounds{fields: o.Fields, images: o.Images, maxReplicas: o.MaxReplicas}
+}
+
+func (b overrideBounds) allows(f v1alpha1.OverridableField) bool { return slices.Contains(b.fields, f) }
+
+// allowed lists the overridable fields for a message.
+func (b overrideBounds) allowed() string {
+	if len(b.fields) == 0 {
+		return "none"
+	}
+	out := make([]string, len(b.fields))
+	for i, f := range b.fields {
+		out[i] = string(f)
+	}
+	return strings.Join(out, ", ")
+}
+
+// The values Render gives unset fields.
+func imageOf(s *v1alpha1.ProxyConfigSpec) string {
+	if s.Image == "" {
+		return v1alpha1.DefaultEnvoyImage
+	}
+	return s.Image
+}
+
+func replicasOf(s *v1alpha1.ProxyConfigSpec) int32 {
+	if s.Replicas == nil {
+		return infra.DefaultReplicas
+	}
+	return *s.Replicas
+}
+
+func logLevelOf(s *v1alpha1.ProxyConfigSpec) string {
+	if s.LogLevel == "" {
+		return infra.DefaultLogLevel
+	}
+	return s.LogLevel
+}
+
+func serviceTypeOf(s *v1alpha1.ProxyConfigSpec) corev1.ServiceType {
+	if s.Service.Type == "" {
+		return infra.DefaultServiceType
+	}
+	return s.Service.Type
+}
+
+// serviceExposure orders Service types by what they expose.
+func serviceExposure(t corev1.ServiceType) int {
+	switch t {
+	case corev1.ServiceTypeClusterIP:
+		return 0
+	case corev1.ServiceTypeNodePort:
+		return 1
+	default: // LoadBalancer, the default
+		return 2
+	}
+}
+
+// imageAllowed reports whether image matches one of the allowed entries:
+// equal, or starting with an entry that ends in "/", ":" or "@". No entry
+// allows any image.
+func imageAllowed(image string, allowed []string) bool {
+	if len(allowed) == 0 {
+		return true
+	}
+	for _, a := range allowed {
+		if image == a {
+			return true
+		}
+		if a != "" && strings.ContainsAny(a[len(a)-1:], "/:@") && strings.HasPrefix(image, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// boundedProxy merges a Gateway's ProxyConfig spec own over its class's
+// (nil: the defaults) within the class's bounds. It returns the effective
+// spec, or a message naming the first field (in spec order) that is out of
+// bounds. own.GatewayOverrides is ignored.
+func boundedProxy(class, own *v1alpha1.ProxyConfigSpec) (*v1alpha1.ProxyConfigSpec, string) {
+	b := boundsOf(class)
+	eff := &v1alpha1.ProxyConfigSpec{}
+	if class != nil {
+		eff = class.DeepCopy()
+	}
+	refuse := func(field v1alpha1.OverridableField, why string) (*v1alpha1.ProxyConfigSpec, string) {
+		return nil, fmt.Sprintf("spec.%s %s (Gateways of the class may override: %s)", field, why, b.allowed())
+	}
+	notAllowed := func(field v1alpha1.OverridableField) (*v1alpha1.ProxyConfigSpec, string) {
+		return refuse(field, "may not be overridden by a Gateway")
+	}
+
+	if own.Image != "" && own.Image != imageOf(eff) {
+		switch {
+		case !b.allows(v1alpha1.OverrideImage):
+			return notAllowed(v1alpha1.OverrideImage)
+		case !imageAllowed(own.Image, b.images):
+			return refuse(v1alpha1.OverrideImage, fmt.Sprintf("%q is not among the allowed images (%s)", own.Image, strings.Join(b.images, ", ")))
+		}
+		eff.Image = own.Image
+	}
+	if own.Replicas != nil && *own.Replicas != replicasOf(eff) {
+		switch {
+		case !b.allows(v1alpha1.OverrideReplicas):
+			return notAllowed(v1alpha1.OverrideReplicas)
+		case b.maxReplicas != nil && *own.Replicas > *b.maxReplicas:
+			return refuse(v1alpha1.OverrideReplicas, fmt.Sprintf("%d exceeds the maximum of %d (gatewayOverrides.maxReplicas)", *own.Replicas, *b.maxReplicas))
+		}
+		eff.Replicas = own.Replicas
+	}
+	if own.Resources != nil && !equality.Semantic.DeepEqual(own.Resources, eff.Resources) {
+		if !b.allows(v1alpha1.OverrideResources) {
+			return notAllowed(v1alpha1.OverrideResources)
+		}
+		eff.Resources = own.Resources.DeepCopy()
+	}
+	if own.Service.Type != "" && own.Service.Type != serviceTypeOf(eff) {
+		if !b.allows(v1alpha1.OverrideServiceType) && serviceExposure(own.Service.Type) > serviceExposure(serviceTypeOf(eff)) {
+			return refuse(v1alpha1.OverrideServiceType, fmt.Sprintf("%s exposes the proxies more than the class's %s", own.Service.Type, serviceTypeOf(eff)))
+		}
+		eff.Service.Type = own.Service.Type
+	}
+	if own.Service.AddressFromClusterIP && !eff.Service.AddressFromClusterIP {
+		if !b.allows(v1alpha1.OverrideAddressFromClusterIP) {
+			return notAllowed(v1alpha1.OverrideAddressFromClusterIP)
+		}
+		eff.Service.AddressFromClusterIP = true
+	}
+	if len(own.Service.Annotations) > 0 {
+		keys := slices.Collect(maps.Keys(own.Service.Annotations))
+		sort.Strings(keys)
+		for _, k := range keys {
+			if v, ok := eff.Service.Annotations[k]; ok && v == own.Service.Annotations[k] {
+				continue
+			}
+			if !b.allows(v1alpha1.OverrideServiceAnnotations) {
+				return refuse(v1alpha1.OverrideServiceAnnotations, fmt.Sprintf("(annotation %q) may not be overridden by a Gateway", k))
+			}
+		}
+		if b.allows(v1alpha1.OverrideServiceAnnotations) {
+			merged := maps.Clone(eff.Service.Annotations)
+			if merged == nil {
+				merged = map[string]string{}
+			}
+			maps.Copy(merged, own.Service.Annotations)
+			eff.Service.Annotations = merged
+		}
+	}
+	if own.LogLevel != "" && own.LogLevel != logLevelOf(eff) {
+		if !b.allows(v1alpha1.OverrideLogLevel) {
+			return notAllowed(v1alpha1.OverrideLogLevel)
+		}
+		eff.LogLevel = own.LogLevel
+	}
+	return eff, ""
+}
