@@ -2,6 +2,8 @@ package gatewayapi
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -21,6 +23,21 @@ import (
 // decides alike. Copies made by hostname fallback (a wildcard route is also
 // served in the more specific virtual hosts of other routes) are not
 // counted: they are bounded by the other routes' own budgets.
+
+// A Gateway has a budget too, Options.MaxGatewayExpansion: the Envoy
+// routes of all the routes attached to it, admitted oldest first (by
+// creation time, then namespace and name, as conflicts between routes are
+// settled). A route that does not fit in what older routes left is not
+// attached to that Gateway: its parent entry gets Accepted=False,
+// UnsupportedValue, saying so. Older routes are never displaced by newer
+// ones, so one tenant cannot push another's routes out by adding its own.
+// The incremental engine's routes-only fast path does not apply budgets:
+// it falls back to retranslating the Gateway whenever a budget could bind.
+
+// DefaultMaxGatewayExpansion is the default Options.MaxGatewayExpansion,
+// a configuration an Envoy serves in well under a second and about a
+// hundred MiB (BENCHMARKS.md: 10,000 routes).
+const DefaultMaxGatewayExpansion = 100000
 
 // DefaultMaxRouteExpansion is the default Options.MaxRouteExpansion: far
 // above what a route written by hand reaches (a route with 16 hostnames,
@@ -62,4 +79,144 @@ func (t *translator) enforceBudget(rs *routeState) {
 			ps.atts = nil
 		}
 	}
+}
+
+func (t *translator) gatewayLimit() int {
+	switch l := t.opts.MaxGatewayExpansion; {
+	case l == 0:
+		return DefaultMaxGatewayExpansion
+	default:
+		return l
+	}
+}
+
+// onGateway is the expansion of rs's attachments to listeners of g.
+func (rs *routeState) onGateway(g *gatewayState) int {
+	matches := len(rs.rules.routes)
+	n := 0
+	for _, ps := range rs.parents {
+		for _, a := range ps.atts {
+			if !a.lost && a.listener.gw == g {
+				n += len(a.hostnames) * matches
+			}
+		}
+	}
+	return n
+}
+
+// enforceGatewayBudgets admits the routes attached to each Gateway oldest
+// first within its budget and detaches the rest from it; it records the
+// Gateway's admitted total and whether a route was refused.
+func (t *translator) enforceGatewayBudgets() {
+	limit := t.gatewayLimit()
+	byGW := map[*gatewayState][]*routeState{}
+	for _, rs := range t.routes {
+		seen := map[*gatewayState]bool{}
+		for _, ps := range rs.parents {
+			for _, a := range ps.atts {
+				if g := a.listener.gw; !a.lost && !seen[g] {
+					seen[g] = true
+					byGW[g] = append(byGW[g], rs)
+				}
+			}
+		}
+	}
+	refused := false
+	for _, g := range t.gwOrder {
+		routes := byGW[g]
+		sort.SliceStable(routes, func(i, j int) bool {
+			a, b := routes[i].meta, routes[j].meta
+			return olderFirst(a.CreationTimestamp, b.CreationTimestamp, a.Namespace, a.Name, b.Namespace, b.Name)
+		})
+		total := 0
+		g.budgetHit = false
+		for _, rs := range routes {
+			n := rs.onGateway(g)
+			if limit < 0 || total+n <= limit {
+				total += n
+				continue
+			}
+			g.budgetHit, refused = true, true
+			msg := fmt.Sprintf("not served by Gateway %s/%s: its budget of %d Envoy routes (--max-gateway-expansion) is used by older routes (%d), and this route needs %d more; older routes are never displaced",
+				g.obj.Namespace, g.obj.Name, limit, total, n)
+			for _, ps := range rs.parents {
+				for _, a := range ps.atts {
+					if a.listener.gw == g {
+						a.lost = true
+					}
+				}
+				if ps.fail == nil {
+					live := ps.atts[:0]
+					for _, a := range ps.atts {
+						if !a.lost {
+							live = append(live, a)
+						}
+					}
+					if len(live) == 0 && len(ps.atts) > 0 {
+						ps.fail = &problem{string(gwv1.RouteReasonUnsupportedValue), msg}
+					}
+					ps.atts = live
+				}
+			}
+		}
+		g.expansion = total
+	}
+	if refused {
+		// Lost attachments leave the listeners' lists.
+		for _, g := range t.gwOrder {
+			for _, l := range g.merged {
+				kept := l.attachments[:0]
+				for _, a := range l.attachments {
+					if !a.lost {
+						kept = append(kept, a)
+					}
+				}
+				l.attachments = kept
+			}
+		}
+	}
+}
+
+// fastPathWithinBudgets reports whether replacing the old states of the
+// changed routes by t.routes keeps every Gateway they touch within its
+// budget with no route refused, so that the routes-only fast path gives
+// what a retranslation would; it then records the Gateways' new totals.
+func (t *translator) fastPathWithinBudgets(old set[*routeState]) bool {
+	limit := t.gatewayLimit()
+	if limit < 0 {
+		return true
+	}
+	delta := map[*gatewayState]int{}
+	for rs := range old {
+		for _, g := range gatewaysOf(rs) {
+			delta[g] -= rs.onGateway(g)
+		}
+	}
+	for _, rs := range t.routes {
+		for _, g := range gatewaysOf(rs) {
+			delta[g] += rs.onGateway(g)
+		}
+	}
+	for g, d := range delta {
+		if g.budgetHit || g.expansion+d > limit {
+			return false
+		}
+	}
+	for g, d := range delta {
+		g.expansion += d
+	}
+	return true
+}
+
+// gatewaysOf lists the Gateways rs is attached to, each once.
+func gatewaysOf(rs *routeState) []*gatewayState {
+	var out []*gatewayState
+	for _, ps := range rs.parents {
+		for _, a := range ps.atts {
+			if g := a.listener.gw; !slices.Contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
 }

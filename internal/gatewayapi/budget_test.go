@@ -117,3 +117,48 @@ func BenchmarkRouteExpansionBudget(b *testing.B) {
 	}
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MB")
 }
+
+// TestGatewayExpansionBudget: routes are admitted to a Gateway oldest
+// first within its budget; a newer route that does not fit is refused with
+// the figures, one that fits in what is left is still served, and an older
+// route is never displaced by a newer one.
+func TestGatewayExpansionBudget(t *testing.T) {
+	gw := gateway("infra", "gw", allowAll(httpL("http", 80, "")))
+	parents := []gwv1.ParentReference{{Name: "gw", Namespace: ptr(gwv1.Namespace("infra"))}}
+	route := func(name string, created, matches int) *gwv1.HTTPRoute {
+		var ms []gwv1.HTTPRouteMatch
+		for i := range matches {
+			ms = append(ms, prefixMatch(fmt.Sprintf("/%s/%d", name, i)))
+		}
+		r := httpRoute("apps", name, parents, []string{name + ".example"}, gwv1.HTTPRouteRule{Matches: ms, BackendRefs: []gwv1.HTTPBackendRef{backend("web", 80)}})
+		r.CreationTimestamp = at(created)
+		return r
+	}
+	objs := []any{gw, service("apps", "web", 80),
+		route("newest", 3, 4), route("oldest", 1, 6), route("middle", 2, 6)}
+	res := Translate(snapshot(objs...), Options{ControllerName: testController, Now: testNow, MaxGatewayExpansion: 10})
+	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "oldest", 0).Conditions, "Accepted", "True", "Accepted")
+	c := cond(t, routeParent(t, res, KindHTTPRoute, "apps", "middle", 0).Conditions, "Accepted")
+	if c.Status != "False" || c.Reason != string(gwv1.RouteReasonUnsupportedValue) ||
+		!strings.Contains(c.Message, "budget of 10 Envoy routes") || !strings.Contains(c.Message, "older routes (6), and this route needs 6 more") {
+		t.Errorf("middle: Accepted = %+v", c)
+	}
+	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "newest", 0).Conditions, "Accepted", "True", "Accepted")
+	if got := listenerStatus(t, res, "infra", "gw", "http").AttachedRoutes; got != 2 {
+		t.Errorf("attachedRoutes = %d, want 2", got)
+	}
+	served := 0
+	for _, fc := range irListener(t, irGateway(t, res, "infra", "gw"), "http-80").FilterChains {
+		for _, vh := range fc.RouteConfig.VirtualHosts {
+			for _, r := range vh.Routes {
+				if strings.Contains(r.Name, "/middle/") {
+					t.Errorf("refused route served: %s", r.Name)
+				}
+				served++
+			}
+		}
+	}
+	if served != 10 {
+		t.Errorf("%d Envoy routes served, want the budget's 10", served)
+	}
+}

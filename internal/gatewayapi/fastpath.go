@@ -155,6 +155,11 @@ func (x *Incremental) routesOnly(snap *resource.Snapshot, opts Options, a *affec
 			return nil, st, false
 		}
 	}
+	// A Gateway budget binds across routes: whenever it could, the
+	// Gateway is retranslated as a whole instead.
+	if !t.fastPathWithinBudgets(old) {
+		return nil, st, false
+	}
 
 	// From here on the saved states change.
 	t.dirtyHosts = make(map[*listener][]string, len(touched))

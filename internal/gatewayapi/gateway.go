@@ -67,6 +67,10 @@ type gatewayState struct {
 	// proxy is the effective ProxyConfig: the Gateway's own, else its
 	// class's; nil for defaults.
 	proxy *v1alpha1.ProxyConfigSpec
+	// expansion is the Envoy routes its attached routes make, and
+	// budgetHit whether a route was refused for its budget (budget.go).
+	expansion int
+	budgetHit bool
 }
 
 func (g *gatewayState) key() resource.Key {

@@ -177,7 +177,7 @@ func (x *Incremental) Translate(snap *resource.Snapshot, opts Options) (*Result,
 // changes returns the changes since the previous snapshot, or nil when a
 // full translation is needed.
 func (x *Incremental) changes(snap *resource.Snapshot, opts Options) *resource.Changes {
-	if !x.valid || x.snap == nil || opts.ControllerName != x.opts.ControllerName || opts.Infrastructure != x.opts.Infrastructure || opts.MaxRouteExpansion != x.opts.MaxRouteExpansion {
+	if !x.valid || x.snap == nil || opts.ControllerName != x.opts.ControllerName || opts.Infrastructure != x.opts.Infrastructure || opts.MaxRouteExpansion != x.opts.MaxRouteExpansion || opts.MaxGatewayExpansion != x.opts.MaxGatewayExpansion {
 		return nil
 	}
 	if snap == x.snap {

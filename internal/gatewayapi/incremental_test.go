@@ -20,7 +20,11 @@ var incOpts = Options{ControllerName: gen.ControllerName, Now: testNow}
 // TestIncrementalMatchesFull applies random single-object changes to a
 // generated world and checks after each that the incremental translation
 // equals a full one.
-func TestIncrementalMatchesFull(t *testing.T) {
+// incrementalSteps applies random single-object changes to a generated
+// world and checks after each that the incremental translation with opts
+// equals a full one; it returns the Incremental and the last snapshot.
+func incrementalSteps(t *testing.T, opts Options) (*Incremental, *resource.Snapshot, map[Mode]int) {
+	t.Helper()
 	seed := uint64(7)
 	if s := os.Getenv("PORTICO_INC_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -28,7 +32,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	snap := gen.Rich(500)
 	x := NewIncremental()
-	if _, st := x.Translate(snap, incOpts); st.Mode != ModeFull {
+	if _, st := x.Translate(snap, opts); st.Mode != ModeFull {
 		t.Fatalf("first translation: %s", st.Mode)
 	}
 	modes := map[Mode]int{}
@@ -53,9 +57,9 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			c.Add(resource.KindEndpointSlice, resource.Key{Namespace: "nowhere", Name: "nothing"})
 			snap.Changes = c
 		}
-		got, st := x.Translate(snap, incOpts)
+		got, st := x.Translate(snap, opts)
 		modes[st.Mode]++
-		want := Translate(snap, incOpts)
+		want := Translate(snap, opts)
 		if !sameResult(got, want) {
 			t.Fatalf("step %d (%s, %s): incremental result differs from the full translation\n%s", i, desc, st.Mode, resultDiff(got, want))
 		}
@@ -64,6 +68,11 @@ func TestIncrementalMatchesFull(t *testing.T) {
 		}
 	}
 	t.Logf("modes: %v", modes)
+	return x, snap, modes
+}
+
+func TestIncrementalMatchesFull(t *testing.T) {
+	x, snap, modes := incrementalSteps(t, incOpts)
 
 	// What the Incremental remembers is bounded by the world, whatever the
 	// churn: nothing of deleted objects is kept.
@@ -233,4 +242,32 @@ func vhostDiff(ga, gb *ir.Gateway) string {
 		}
 	}
 	return ""
+}
+
+// TestIncrementalMatchesFullWithinBudgets is TestIncrementalMatchesFull
+// with Gateway budgets that bind: routes are refused, and freed budget is
+// given to the oldest refused route, exactly as a full translation does.
+func TestIncrementalMatchesFullWithinBudgets(t *testing.T) {
+	opts := incOpts
+	opts.MaxGatewayExpansion = 40
+	_, snap, modes := incrementalSteps(t, opts)
+	if modes[ModeIncremental] == 0 {
+		t.Errorf("modes %v: no incremental translation", modes)
+	}
+	refused := 0
+	for _, s := range Translate(snap, opts).StatusSet.All() {
+		if s.Route == nil {
+			continue
+		}
+		for _, p := range s.Route.Parents {
+			for _, c := range p.Conditions {
+				if strings.Contains(c.Message, "--max-gateway-expansion") {
+					refused++
+				}
+			}
+		}
+	}
+	if refused == 0 {
+		t.Fatal("the budget refused no route: the test does not exercise it")
+	}
 }

@@ -38,6 +38,10 @@ type Options struct {
 	// GRPCRoute may expand into (budget.go): 0 means
 	// DefaultMaxRouteExpansion, negative no limit.
 	MaxRouteExpansion int
+	// MaxGatewayExpansion is the most Envoy routes the routes of one
+	// Gateway may expand into together, admitted oldest first (budget.go):
+	// 0 means DefaultMaxGatewayExpansion, negative no limit.
+	MaxGatewayExpansion int
 }
 
 // Result is what one translation computes.

@@ -99,6 +99,7 @@ func (t *translator) processRoutes() {
 		t.routes = append(t.routes, rs)
 	}
 	t.resolveKindCollisions()
+	t.enforceGatewayBudgets()
 	t.countAttachedRoutes()
 }
 

@@ -107,6 +107,8 @@ type Config struct {
 	// Envoy routes one route may expand into (0: the default, negative:
 	// no limit).
 	MaxRouteExpansion int
+	// MaxGatewayExpansion is gatewayapi.Options.MaxGatewayExpansion.
+	MaxGatewayExpansion int
 	// XDSOptions are the options of the xDS translation (e.g. the route
 	// split by hostname); the zero value is the default.
 	XDSOptions translate.Options
@@ -388,10 +390,11 @@ func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi
 		}
 	}()
 	opts := gatewayapi.Options{
-		ControllerName:    p.cfg.ControllerName,
-		Now:               metav1.NewTime(p.cfg.Clock().Truncate(time.Second)),
-		Infrastructure:    p.cfg.Infrastructure,
-		MaxRouteExpansion: p.cfg.MaxRouteExpansion,
+		ControllerName:      p.cfg.ControllerName,
+		Now:                 metav1.NewTime(p.cfg.Clock().Truncate(time.Second)),
+		Infrastructure:      p.cfg.Infrastructure,
+		MaxRouteExpansion:   p.cfg.MaxRouteExpansion,
+		MaxGatewayExpansion: p.cfg.MaxGatewayExpansion,
 	}
 	if p.translateInputs != nil {
 		res = p.translateInputs(snap, opts)
