@@ -1,6 +1,13 @@
 // Package infra provisions the Envoy proxies of each Gateway: a
 // ServiceAccount, a ConfigMap with the Envoy bootstrap, a Deployment and a
 // Service, applied with server-side apply by the leader only.
+//
+// Provisioned names are derived from Gateway names (Name) and can collide;
+// an object is written for a Gateway only if it is absent or controlled by
+// that Gateway (CheckOwner), never taken over from another Gateway or from
+// anyone else, and a Gateway's removal deletes only what it controls. The
+// translator reports a collision in the Gateway's status from the same
+// rule, reading the snapshot.
 package infra
 
 import (
