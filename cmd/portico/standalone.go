@@ -36,6 +36,10 @@ const shutdownTimeout = server.DefaultShutdownTimeout + 5*time.Second
 // an empty configuration. The admin server serves at once; its readiness
 // endpoint reports the pipeline's Ready.
 //
+// xDS is plaintext on loopback by default, withholding TLS private keys
+// (see xdsflags.go and the xds/server package doc); --xds-tls-cert and
+// --xds-tls-key turn on TLS, --xds-client-ca mutual TLS.
+//
 // It runs until ctx is cancelled (SIGINT/SIGTERM), then stops every
 // component and returns 0, or 1 when a component failed.
 func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {

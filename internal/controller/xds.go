@@ -40,6 +40,10 @@ func (c *Controller) wireXDSSecurity() {
 	c.xds.UnauthenticatedSecrets = sec.UnauthenticatedSecrets
 	c.xds.MaxConnectionAge, c.xds.MaxConnectionAgeGrace = sec.MaxConnectionAge, sec.MaxConnectionAgeGrace
 	if c.xds.TLS == nil {
+		if c.opts.Provision {
+			c.log.Warn("xDS without TLS (--xds-tls=false) while provisioning proxies: the provisioned proxies dial " +
+				"xDS with mutual TLS and mount a client certificate Secret that is not issued, so they will not start")
+		}
 		return
 	}
 	reader := c.provider.Cache()
