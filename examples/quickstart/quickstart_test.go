@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/re2"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
@@ -136,6 +137,16 @@ func TestQuickstartEnvoyBootstrap(t *testing.T) {
 	}
 	if err := b.ValidateAll(); err != nil {
 		t.Fatalf("invalid bootstrap: %v", err)
+	}
+	// The RE2 limit Portico's checks rely on (internal/re2).
+	var level float64
+	for _, l := range b.GetLayeredRuntime().GetLayers() {
+		if v, ok := l.GetStaticLayer().GetFields()["re2.max_program_size.error_level"]; ok {
+			level = v.GetNumberValue()
+		}
+	}
+	if level != re2.MaxProgramSize {
+		t.Errorf("re2.max_program_size.error_level = %v, want %d", level, re2.MaxProgramSize)
 	}
 	if got := b.GetNode().GetCluster(); got != gatewayKey {
 		t.Errorf("node.cluster %q, want %q", got, gatewayKey)

@@ -160,6 +160,7 @@ func bootstrap(ns, gw string, p Params) (string, error) {
 		Node:             &corev3.Node{Cluster: ns + "/" + gw},
 		Admin:            &bootstrapv3.Admin{Address: socket("127.0.0.1", adminPort)},
 		DynamicResources: adsResources(),
+		LayeredRuntime:   envoyRuntime(),
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
 			Clusters: []*clusterv3.Cluster{adminCluster(), xds},
 			Listeners: []*listenerv3.Listener{{

@@ -59,6 +59,7 @@ func StandaloneBootstrap(gateway, nodeID, xdsAddress, adminAddress string, tlsOp
 		Node:             &corev3.Node{Id: nodeID, Cluster: gateway},
 		Admin:            &bootstrapv3.Admin{Address: socket(adminHost, adminPort)},
 		DynamicResources: adsResources(),
+		LayeredRuntime:   envoyRuntime(),
 		StaticResources:  &bootstrapv3.Bootstrap_StaticResources{Clusters: []*clusterv3.Cluster{xds}},
 	}
 	if err := b.ValidateAll(); err != nil {

@@ -104,12 +104,31 @@ func startStack(t *testing.T, extra map[string]string, backends ...backend) *sta
 // listeners' private keys from the quickstart's plaintext bootstrap.
 const withheldSecrets = "(withheld secrets)"
 
+// envoyArgPrefix marks, among the flags of startStackWith, an argument of
+// Envoy's command line (envoyArg).
+const envoyArgPrefix = "(envoy)"
+
+// envoyArg is an argument of Envoy's command line among the flags of
+// startStackWith.
+func envoyArg(a string) string { return envoyArgPrefix + a }
+
 // startStackWith is startStack with more `portico standalone` flags. The
 // quickstart bootstrap's xDS is plaintext (on loopback, in the stack's own
 // network namespace), so Portico is told to send Secrets over it
 // (--xds-unauthenticated-secrets) unless flags has withheldSecrets.
+//
+// Entries of flags made by envoyArg are Envoy's command-line arguments,
+// not Portico's.
 func startStackWith(t *testing.T, flags []string, extra map[string]string, backends ...backend) *stack {
 	t.Helper()
+	var envoyArgs []string
+	flags = slices.DeleteFunc(slices.Clone(flags), func(f string) bool {
+		if a, ok := strings.CutPrefix(f, envoyArgPrefix); ok {
+			envoyArgs = append(envoyArgs, a)
+			return true
+		}
+		return false
+	})
 	if i := slices.Index(flags, withheldSecrets); i >= 0 {
 		flags = slices.Delete(slices.Clone(flags), i, i+1)
 	} else {
@@ -164,6 +183,7 @@ func startStackWith(t *testing.T, flags []string, extra map[string]string, backe
 	})
 	s.envoy = testenv.StartEnvoy(t, testenv.EnvoyOptions{
 		ConfigPath: filepath.Join(quick, ".envoy", "envoy-bootstrap.yaml"),
+		Args:       envoyArgs,
 		Wrap:       ns.Wrap,
 		Dial:       ns.DialContext,
 	})
