@@ -50,6 +50,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	kubeconfig := fs.String("kubeconfig", "", "`path` of a kubeconfig; empty: in-cluster config")
 	namespace := fs.String("namespace", envOr("POD_NAMESPACE", "portico-system"), "`namespace` of the leader-election Lease")
 	controllerName := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to serve")
+	budgets := addBudgetFlags(fs)
 	electionID := fs.String("leader-election-id", "portico-leader", "`name` of the leader-election Lease")
 	identity := fs.String("identity", "", "leader-election identity (default: pod name plus a random suffix)")
 	leaseDuration := fs.Duration("lease-duration", defaultLease, "how long a Lease is valid without renewal")
@@ -133,6 +134,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 			_ = debugLis.Close()
 		}
 	}
+	maxRoute, maxGateway := budgets.values()
 	c, err := controller.New(controller.Options{
 		RESTConfig:        cfg,
 		Namespace:         *namespace,
@@ -159,7 +161,8 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		XDSExtraSANs:      sans,
 		XDSServiceAddress: *xdsService,
 		RouteSplit:        split,
-		Log:               log,
+		MaxRouteExpansion: maxRoute, MaxGatewayExpansion: maxGateway,
+		Log: log,
 	})
 	if err != nil {
 		closeAll()

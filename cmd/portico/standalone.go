@@ -52,6 +52,7 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	debugInsecure := fs.Bool("debug-insecure", false, "allow a --debug-address that is not on loopback, with no authentication (standalone has no Kubernetes "+
 		"to check tokens with): whoever reaches it reads every Gateway's configuration")
 	controller := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to serve")
+	budgets := addBudgetFlags(fs)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	debounce := fs.Duration("debounce", file.DefaultDebounce, "quiet period after a file change before reloading (editors write in bursts)")
 	routeSplit := fs.String("route-split", string(translate.RouteSplitNone), routeSplitUsage)
@@ -82,12 +83,15 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "portico standalone: %v\n", err)
 		return exitUsage
 	}
+	maxRoute, maxGateway := budgets.values()
 	pipe := pipeline.New(pipeline.Config{
-		ControllerName: *controller,
-		XDS:            xdsServer,
-		XDSOptions:     translate.Options{RouteSplit: split},
-		Metrics:        m,
-		Log:            log,
+		MaxRouteExpansion:   maxRoute,
+		MaxGatewayExpansion: maxGateway,
+		ControllerName:      *controller,
+		XDS:                 xdsServer,
+		XDSOptions:          translate.Options{RouteSplit: split},
+		Metrics:             m,
+		Log:                 log,
 	})
 	adminServer := admin.New(log, m, pipe)
 	debugServer := admin.NewDebug(admin.DebugOptions{Log: log, Source: pipe, Insecure: *debugInsecure})

@@ -166,6 +166,7 @@ func translateCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(part, "output", "what to print: all, status or xds")
 	fs.Var(format, "o", "output format: json or yaml")
 	controller := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to translate for")
+	budgets := addBudgetFlags(fs)
 	showSecrets := fs.Bool("show-secrets", false, "print secret material (the private keys of Secret resources…) as it is; by default it is "+
 		"replaced by "+render.Redacted+", as on /debug/xds")
 	lf := addLoadFlags(fs)
@@ -192,9 +193,12 @@ func translateCmd(args []string, stdout, stderr io.Writer) int {
 
 	// Conditions that change get the current time; those that do not keep
 	// the lastTransitionTime already in the input objects' status.
+	maxRoute, maxGateway := budgets.values()
 	res := gatewayapi.Translate(snap, gatewayapi.Options{
-		ControllerName: *controller,
-		Now:            metav1.NewTime(time.Now().UTC().Truncate(time.Second)),
+		ControllerName:      *controller,
+		Now:                 metav1.NewTime(time.Now().UTC().Truncate(time.Second)),
+		MaxRouteExpansion:   maxRoute,
+		MaxGatewayExpansion: maxGateway,
 	})
 	code := exitOK
 	var xds []*translate.Resources

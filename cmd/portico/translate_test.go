@@ -306,3 +306,19 @@ func TestTranslateLoaderLimits(t *testing.T) {
 		t.Fatal("translate blocked on a FIFO")
 	}
 }
+
+// TestTranslateRouteBudget: --max-route-expansion refuses a route that
+// expands beyond it, with the figures in its status; the default serves it.
+func TestTranslateRouteBudget(t *testing.T) {
+	dir := filepath.Join("..", "..", "examples", "quickstart")
+	code, out, errOut := runTranslate(t, "--output", "status", "-o", "yaml", "--max-route-expansion", "1", "-f", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "more than the 1 one route may (--max-route-expansion)") {
+		t.Errorf("no route refused for its budget:\n%s", out)
+	}
+	if _, out, _ := runTranslate(t, "--output", "status", "-o", "yaml", "-f", dir); strings.Contains(out, "--max-route-expansion") {
+		t.Errorf("the default budget refuses a quickstart route:\n%s", out)
+	}
+}

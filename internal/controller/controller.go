@@ -103,7 +103,10 @@ type Options struct {
 	// RouteSplit is how HTTP listeners' route tables are cut (see
 	// translate.RouteSplit); empty means translate.RouteSplitNone.
 	RouteSplit translate.RouteSplit
-	Log        *slog.Logger
+	// MaxRouteExpansion and MaxGatewayExpansion are the budgets of
+	// gatewayapi.Options (0: the defaults).
+	MaxRouteExpansion, MaxGatewayExpansion int
+	Log                                    *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -205,14 +208,16 @@ func New(opts Options) (*Controller, error) {
 	})
 	c.xds = xdsserver.New(log.With("component", "xds"), c.metrics)
 	pcfg := pipeline.Config{
-		ControllerName: opts.ControllerName,
-		Debounce:       opts.Debounce,
-		MaxDelay:       opts.MaxDelay,
-		XDS:            c.xds,
-		XDSOptions:     translate.Options{RouteSplit: opts.RouteSplit},
-		Status:         c.writer,
-		Metrics:        c.metrics,
-		Log:            log,
+		ControllerName:      opts.ControllerName,
+		Debounce:            opts.Debounce,
+		MaxDelay:            opts.MaxDelay,
+		XDS:                 c.xds,
+		XDSOptions:          translate.Options{RouteSplit: opts.RouteSplit},
+		Status:              c.writer,
+		MaxRouteExpansion:   opts.MaxRouteExpansion,
+		MaxGatewayExpansion: opts.MaxGatewayExpansion,
+		Metrics:             c.metrics,
+		Log:                 log,
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
