@@ -9,6 +9,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/resource"
+	xdstranslate "github.com/portico-dev/portico/internal/xds/translate"
 )
 
 // FuzzTranslate mutates fields of a valid snapshot (hostnames, paths,
@@ -27,6 +28,17 @@ func FuzzTranslate(f *testing.F) {
 		snap := fuzzSnapshot(listenerHost, routeHost, path, regex, port, backendPort, weight, header, section, variant)
 		res := Translate(snap, Options{ControllerName: testController, Now: testNow})
 		checkResult(t, snap, res)
+		// The xDS stage takes whatever the Gateway API stage let through,
+		// leaving nothing out: every check it makes was made first.
+		for _, gw := range res.Gateways {
+			x, err := xdstranslate.Translate(gw)
+			if err != nil {
+				t.Fatalf("the xDS stage failed Gateway %s: %v", gw.Key(), err)
+			}
+			if len(x.Problems) > 0 {
+				t.Fatalf("the xDS stage left out %s (%s): the Gateway API stage let it through", x.Problems[0].What(), x.Problems[0].Err)
+			}
+		}
 	})
 }
 
@@ -60,6 +72,13 @@ func fuzzSnapshot(listenerHost, routeHost, path, regex string, port, backendPort
 	}
 	if variant&16 != 0 {
 		rule.Timeouts = &gwv1.HTTPRouteTimeouts{Request: ptr(gwv1.Duration(regex))}
+	}
+	if variant&64 != 0 {
+		// Header modifiers with fuzzed names and values, on both sides.
+		h := gwv1.HTTPHeader{Name: gwv1.HTTPHeaderName(header), Value: regex}
+		rule.Filters = append(rule.Filters,
+			gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gwv1.HTTPHeaderFilter{Set: []gwv1.HTTPHeader{h}, Remove: []string{path}}},
+			gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: &gwv1.HTTPHeaderFilter{Add: []gwv1.HTTPHeader{h}}})
 	}
 	if variant&32 != 0 {
 		rule.Retry = &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{gwv1.HTTPRouteRetryStatusCode(backendPort)},

@@ -37,7 +37,20 @@
 //     specification asks for Accepted=False/UnsupportedValue instead; Portico
 //     keeps the route Accepted so that requests of the rule cannot reach
 //     another, less specific route.
-//   - Virtual hosts: see vhosts.go (listener isolation, hostname fallback).
+//   - Virtual hosts: see vhosts.go (listener isolation, hostname fallback,
+//     precedence by the route's own hostname).
+//   - Whatever Envoy would refuse is refused here first, per rule, with
+//     the condition the spec names, so that the xDS stage never has to
+//     leave anything out (FuzzChain and FuzzTranslate check it): header
+//     names, values (UTF-8, no control characters, at most 16 KiB), the
+//     RE2 program size of regular expressions (internal/re2), mirror with
+//     redirect (IncompatibleFilters). Host in a header modifier: set or add
+//     on a request is a host rewrite (":authority" for gRPC), which is what
+//     users mean by it; remove, or Host on a response, is UnsupportedValue
+//     (filters.go headerModifier). What the xDS stage still leaves out is
+//     told back to status (served.go).
+//   - Budgets on what one route, and one Gateway's routes, expand into:
+//     see budget.go.
 //   - RegularExpression path matches (RE2 syntax) rank after Exact and before
 //     PathPrefix matches, longer expressions first.
 //   - A parentRef that does not resolve to a Gateway or ListenerSet of one of
