@@ -206,7 +206,8 @@ func TestGatewayProxiesLifecycle(t *testing.T) {
 }
 
 // Two replicas: only the leader writes provisioned objects. When the
-// leader stops, the successor sweeps an orphan left behind.
+// leader stops, an orphan left behind is removed, and an object Portico
+// does not control is never deleted.
 func TestOnlyLeaderProvisions(t *testing.T) {
 	w := newWorld(t)
 	a, b := startReplica(t, w, "a"), startReplica(t, w, "b")
@@ -229,17 +230,27 @@ func TestOnlyLeaderProvisions(t *testing.T) {
 	}
 	t.Logf("writes: leader %v, follower %v", leader.writes.counts, follower.writes.counts)
 
-	// An orphan: an object labelled as provisioned for a Gateway that does
-	// not exist (no owner reference, so garbage collection cannot help),
-	// left behind when the leader stops. It is created before the leader
-	// stops: a follower takes a released Lease over within milliseconds,
-	// and the sweep runs when a term starts.
+	// An orphan: an object provisioned for a Gateway that no longer exists
+	// (controlled by Gateway "ghost"), left behind when the leader stops;
+	// it must be gone once the successor leads (its sweep, or the garbage
+	// collector, removes it). And a look-alike: an object with the same
+	// labels that no Gateway controls (anyone may label an object); Portico
+	// never deletes what it does not control, so it stays. Both are
+	// created before the leader stops: a follower takes a released Lease
+	// over within milliseconds, and the sweep runs when a term starts.
 	ctx := ctxT(t)
 	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Namespace: w.ns, Name: infra.Name("ghost"), Labels: infra.Labels(w.ns, "ghost"),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: "ghost",
+			UID: types.UID("00000000-0000-0000-0000-00000000dead"), Controller: ptr.To(true)}},
 	}}
-	if err := kubeClient().Create(ctx, orphan); err != nil {
-		t.Fatal(err)
+	lookalike := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Namespace: w.ns, Name: infra.Name("phantom"), Labels: infra.Labels(w.ns, "phantom"),
+	}}
+	for _, o := range []*corev1.ConfigMap{orphan, lookalike} {
+		if err := kubeClient().Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	leader.stop(t)
 	eventually(t, 15*time.Second, "successor leads", func() error {
@@ -248,13 +259,16 @@ func TestOnlyLeaderProvisions(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 15*time.Second, "orphan swept by the new leader", func() error {
+	eventually(t, 30*time.Second, "orphan removed once the successor leads", func() error {
 		err := kubeClient().Get(ctx, client.ObjectKeyFromObject(orphan), &corev1.ConfigMap{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("orphan still there (err %v)", err)
 	})
+	if err := kubeClient().Get(ctx, client.ObjectKeyFromObject(lookalike), &corev1.ConfigMap{}); err != nil {
+		t.Errorf("an object no Gateway controls was deleted: %v", err)
+	}
 	if _, err := provisioned(t, w.ns, gw.Name); err != nil {
 		t.Errorf("the live Gateway's objects were swept: %v", err)
 	}
