@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,7 +17,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/portico-dev/portico/internal/testenv"
 )
@@ -30,31 +27,7 @@ var controllerListeningRE = regexp.MustCompile(`xDS on (\S+), admin on (\S+), de
 // /debug over HTTPS and only to a bearer token whose user may get the
 // path (a real API server: envtest); /debug stays off the admin address.
 func TestControllerDebugOffLoopbackAuthenticates(t *testing.T) {
-	assets, err := testenv.BinaryDir()
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatalf("CI=true: %v", err)
-		}
-		t.Skipf("no kube-apiserver: %v (run hack/kube-binaries.sh)", err)
-	}
-	crds, err := testenv.GatewayAPICRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := testenv.PorticoCRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{crds, own}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting kube-apiserver and etcd: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, kubeconfig := testenv.StartAPIServer(t)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -25,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	pb "sigs.k8s.io/gateway-api-conformance-images/echo-basic/grpcechoserver"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -41,37 +38,13 @@ import (
 // path of a cluster-admin kubeconfig.
 func startAPIServer(t *testing.T) (client.Client, kubernetes.Interface, string) {
 	t.Helper()
-	assets, err := testenv.BinaryDir()
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatalf("CI=true: %v", err)
-		}
-		t.Skipf("skipping: %v", err)
-	}
-	crds, err := testenv.GatewayAPICRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := testenv.PorticoCRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{crds, own}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting kube-apiserver and etcd: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg, kubeconfig := testenv.StartAPIServer(t)
 	c, err := client.New(cfg, client.Options{Scheme: kube.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return c, cs, kubeconfig
