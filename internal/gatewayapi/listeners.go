@@ -280,7 +280,7 @@ func (t *translator) resolveCertificate(ref gwv1.SecretObjectReference, from obj
 	entry := secretEntry{}
 	switch {
 	case sec == nil:
-		entry.err = fmt.Sprintf("Secret %s does not exist", id)
+		entry.err = fmt.Sprintf("Secret %s does not exist, or is not of type kubernetes.io/tls (the controller watches TLS Secrets only)", id)
 	case sec.Type != corev1.SecretTypeTLS:
 		entry.err = fmt.Sprintf("Secret %s has type %q, want %q", id, sec.Type, corev1.SecretTypeTLS)
 	default:
