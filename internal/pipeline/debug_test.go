@@ -90,6 +90,13 @@ func TestDebugXDSRedactsHeaders(t *testing.T) {
 	}
 	p.Submit(snap.Build())
 	served := s.next(t)
+	// The sink gets the update before the translation is recorded as the
+	// latest: wait for that (ReadyC closes after it), not for the sink.
+	select {
+	case <-p.ReadyC():
+	case <-time.After(wait):
+		t.Fatal("the pipeline did not become ready")
+	}
 
 	v, ok := p.DebugXDS("default/gw")
 	if !ok {
