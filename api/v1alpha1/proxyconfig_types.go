@@ -10,7 +10,7 @@ import (
 const Kind = "ProxyConfig"
 
 // DefaultEnvoyImage is the Envoy image used when a ProxyConfig names none.
-const DefaultEnvoyImage = "docker.io/envoyproxy/envoy:distroless-v1.36.2"
+const DefaultEnvoyImage = "docker.io/envoyproxy/envoy:distroless-v1.40.0"
 
 // ProxyConfig configures the Envoy proxies Portico provisions for a
 // Gateway. A GatewayClass references one with spec.parametersRef (group
