@@ -184,6 +184,23 @@ func staticSource(cert *tls.Certificate, pool *x509.CertPool) CertSource {
 // refusal opens a stream of kind ("sotw" or "delta") on conn, sends one
 // request for cluster, and returns the error that ends the stream (opening,
 // sending or receiving); it fails the test if a response arrives.
+// expectRefused checks that conn is refused (Unauthenticated) for gateway
+// on SotW and Delta streams and on a unary fetch.
+func expectRefused(t *testing.T, name string, conn *grpc.ClientConn, gateway string,
+	fetch func(context.Context, *grpc.ClientConn, *discoveryv3.DiscoveryRequest) error) {
+	t.Helper()
+	for _, kind := range []string{metrics.KindSotW, metrics.KindDelta} {
+		if err := refusal(t, conn, kind, gateway); grpcstatus.Code(err) != codes.Unauthenticated {
+			t.Errorf("%s, %s: %v, want Unauthenticated", name, kind, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := fetch(ctx, conn, &discoveryv3.DiscoveryRequest{Node: node(gateway)}); grpcstatus.Code(err) != codes.Unauthenticated {
+		t.Errorf("%s, fetch: %v, want Unauthenticated", name, err)
+	}
+}
+
 func refusal(t *testing.T, conn *grpc.ClientConn, kind, cluster string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -405,19 +422,10 @@ func TestMTLSStreamWithoutIdentityUnauthenticated(t *testing.T) {
 	e.update(t, gwA.resources(t, "a1"))
 
 	for name, cert := range map[string]*tls.Certificate{"no certificate": nil, "no identity": ca.anonymousClient()} {
-		conn := dialTLS(t, addr, cert, ca.pool())
-		for _, kind := range []string{metrics.KindSotW, metrics.KindDelta} {
-			if err := refusal(t, conn, kind, gwA.gateway); grpcstatus.Code(err) != codes.Unauthenticated {
-				t.Errorf("%s, %s: %v, want Unauthenticated", name, kind, err)
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		_, err := clusterservice.NewClusterDiscoveryServiceClient(conn).FetchClusters(ctx,
-			&discoveryv3.DiscoveryRequest{Node: node(gwA.gateway)})
-		cancel()
-		if grpcstatus.Code(err) != codes.Unauthenticated {
-			t.Errorf("%s, fetch: %v, want Unauthenticated", name, err)
-		}
+		expectRefused(t, name, dialTLS(t, addr, cert, ca.pool()), gwA.gateway, func(ctx context.Context, conn *grpc.ClientConn, req *discoveryv3.DiscoveryRequest) error {
+			_, err := clusterservice.NewClusterDiscoveryServiceClient(conn).FetchClusters(ctx, req)
+			return err
+		})
 	}
 	if !strings.Contains(e.logs.String(), "xds stream refused") {
 		t.Error("refusal not logged")

@@ -237,19 +237,10 @@ func TestMTLSRefusesCertificateOfRecreatedGateway(t *testing.T) {
 	// A new stream with the old certificate is refused, so is one without
 	// UID, and unary fetches; the new certificate is served.
 	for name, cert := range map[string]*tls.Certificate{"old uid": oldCert, "no uid": ca.client(gwA.gateway)} {
-		conn := dialTLS(t, addr, cert, ca.pool())
-		for _, kind := range []string{metrics.KindSotW, metrics.KindDelta} {
-			if err := refusal(t, conn, kind, gwA.gateway); grpcstatus.Code(err) != codes.Unauthenticated {
-				t.Errorf("%s, %s: %v, want Unauthenticated", name, kind, err)
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		_, err := secretservice.NewSecretDiscoveryServiceClient(conn).FetchSecrets(ctx,
-			&discoveryv3.DiscoveryRequest{Node: node(gwA.gateway)})
-		cancel()
-		if grpcstatus.Code(err) != codes.Unauthenticated {
-			t.Errorf("%s, fetch: %v, want Unauthenticated", name, err)
-		}
+		expectRefused(t, name, dialTLS(t, addr, cert, ca.pool()), gwA.gateway, func(ctx context.Context, conn *grpc.ClientConn, req *discoveryv3.DiscoveryRequest) error {
+			_, err := secretservice.NewSecretDiscoveryServiceClient(conn).FetchSecrets(ctx, req)
+			return err
+		})
 	}
 	if logs := e.logs.String(); !strings.Contains(logs, "a deleted gateway of that name") ||
 		!strings.Contains(logs, "closing xDS connections of a revoked client certificate") {
