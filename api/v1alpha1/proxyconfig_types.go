@@ -58,6 +58,49 @@ type ProxyConfigSpec struct {
 	// +kubebuilder:validation:Enum=trace;debug;info;warning;error;critical;off
 	LogLevel string `json:"logLevel,omitempty"`
 
+	// Autoscaling makes a HorizontalPodAutoscaler scale the proxies; then
+	// Portico leaves the Deployment's replicas to it and ignores replicas.
+	// +optional
+	Autoscaling *ProxyAutoscaling `json:"autoscaling,omitempty"`
+
+	// PodDisruptionBudget of the proxies. Unset: maxUnavailable 1.
+	// +optional
+	PodDisruptionBudget *ProxyDisruptionBudget `json:"podDisruptionBudget,omitempty"`
+
+	// Placement of the proxy Pods on nodes. Unset: spread across nodes and
+	// zones (topology spread, ScheduleAnyway).
+	// +optional
+	Placement *ProxyPlacement `json:"placement,omitempty"`
+
+	// Pod adds labels and annotations to the proxy Pods.
+	// +optional
+	Pod *ProxyPod `json:"pod,omitempty"`
+
+	// Shutdown bounds how long a terminating proxy drains.
+	// +optional
+	Shutdown *ProxyShutdown `json:"shutdown,omitempty"`
+
+	// Metrics configures the Prometheus endpoint of the proxies.
+	// +optional
+	Metrics *ProxyMetrics `json:"metrics,omitempty"`
+
+	// AccessLog configures the proxies' access logs (stdout). Unset: one
+	// JSON object per request with DefaultAccessLogFields.
+	// +optional
+	AccessLog *ProxyAccessLog `json:"accessLog,omitempty"`
+
+	// Timeouts of downstream and upstream connections and streams.
+	// +optional
+	Timeouts *ProxyTimeouts `json:"timeouts,omitempty"`
+
+	// CircuitBreakers are the thresholds of every upstream cluster.
+	// +optional
+	CircuitBreakers *ProxyCircuitBreakers `json:"circuitBreakers,omitempty"`
+
+	// Overload configures Envoy's overload manager.
+	// +optional
+	Overload *ProxyOverload `json:"overload,omitempty"`
+
 	// GatewayOverrides bounds what the ProxyConfig of a Gateway of the
 	// class may change. It is read in the ProxyConfig a GatewayClass
 	// references and ignored in a Gateway's own. When absent, Gateways may
@@ -70,7 +113,7 @@ type ProxyConfigSpec struct {
 
 // OverridableField is a field of ProxyConfigSpec that a Gateway's
 // ProxyConfig may set to another value than its class's.
-// +kubebuilder:validation:Enum=image;replicas;resources;logLevel;service.type;service.annotations;service.addressFromClusterIP
+// +kubebuilder:validation:Enum=image;replicas;resources;logLevel;service.type;service.annotations;service.addressFromClusterIP;autoscaling;podDisruptionBudget;placement;pod;shutdown;metrics;accessLog;timeouts;circuitBreakers;overload
 type OverridableField string
 
 // Fields a GatewayOverrides can list.
@@ -82,14 +125,25 @@ const (
 	OverrideServiceType          OverridableField = "service.type"
 	OverrideServiceAnnotations   OverridableField = "service.annotations"
 	OverrideAddressFromClusterIP OverridableField = "service.addressFromClusterIP"
+	OverrideAutoscaling          OverridableField = "autoscaling"
+	OverrideDisruptionBudget     OverridableField = "podDisruptionBudget"
+	OverridePlacement            OverridableField = "placement"
+	OverridePod                  OverridableField = "pod"
+	OverrideShutdown             OverridableField = "shutdown"
+	OverrideMetrics              OverridableField = "metrics"
+	OverrideAccessLog            OverridableField = "accessLog"
+	OverrideTimeouts             OverridableField = "timeouts"
+	OverrideCircuitBreakers      OverridableField = "circuitBreakers"
+	OverrideOverload             OverridableField = "overload"
 )
 
 // DefaultOverridableFields are the fields a Gateway may override when its
 // class's ProxyConfig has no gatewayOverrides (or the class has no
 // ProxyConfig): what a namespace's ResourceQuota and LimitRange already
 // bound (replicas, resources), and what concerns only the Gateway's own
-// proxies (log level, the address it reports).
-var DefaultOverridableFields = []OverridableField{OverrideReplicas, OverrideResources, OverrideLogLevel, OverrideAddressFromClusterIP}
+// proxies (log level, the address it reports, autoscaling within
+// maxReplicas, its access-log format).
+var DefaultOverridableFields = []OverridableField{OverrideReplicas, OverrideResources, OverrideLogLevel, OverrideAddressFromClusterIP, OverrideAutoscaling, OverrideAccessLog}
 
 // GatewayOverrides bounds the ProxyConfigs of the Gateways of a class. A
 // Gateway's ProxyConfig that sets a field outside the bounds (to a value
@@ -103,7 +157,7 @@ type GatewayOverrides struct {
 	// then NodePort, then LoadBalancer): listing service.type allows any.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=7
+	// +kubebuilder:validation:MaxItems=17
 	Fields []OverridableField `json:"fields,omitempty"`
 
 	// Images a Gateway's ProxyConfig may name when fields lists image:
@@ -117,7 +171,8 @@ type GatewayOverrides struct {
 	Images []string `json:"images,omitempty"`
 
 	// MaxReplicas bounds the replicas a Gateway's ProxyConfig may set
-	// (when fields lists replicas). Unset: no bound but the ProxyConfig
+	// (when fields lists replicas) and its autoscaling.maxReplicas (when
+	// fields lists autoscaling). Unset: no bound but the ProxyConfig
 	// maximum (1000) and the namespace's ResourceQuota.
 	// +optional
 	// +kubebuilder:validation:Minimum=0

@@ -20,6 +20,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
 )
 
 const xdsClusterName = "xds_cluster"
@@ -28,8 +30,8 @@ const xdsClusterName = "xds_cluster"
 // node.cluster names the Gateway, configuration comes by ADS over Delta gRPC
 // from the controller's xDS Service with mutual TLS, the admin interface
 // listens on localhost only, and a readiness listener answers /ready.
-func Bootstrap(ns, gw string, p Params) (string, error) {
-	files, err := BootstrapFiles(ns, gw, p)
+func Bootstrap(ns, gw string, pc v1alpha1.ProxyConfigSpec, p Params) (string, error) {
+	files, err := BootstrapFiles(ns, gw, pc, p)
 	if err != nil {
 		return "", err
 	}
@@ -46,8 +48,8 @@ const (
 
 // BootstrapFiles renders the files of the bootstrap ConfigMap: the
 // bootstrap itself and the two file-based SDS resources it references.
-func BootstrapFiles(ns, gw string, p Params) (map[string]string, error) {
-	boot, err := bootstrap(ns, gw, p)
+func BootstrapFiles(ns, gw string, pc v1alpha1.ProxyConfigSpec, p Params) (map[string]string, error) {
+	boot, err := bootstrap(ns, gw, pc, p)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +96,7 @@ func fileSDS(path string) *corev3.ConfigSource {
 	}
 }
 
-func bootstrap(ns, gw string, p Params) (string, error) {
+func bootstrap(ns, gw string, pc v1alpha1.ProxyConfigSpec, p Params) (string, error) {
 	host, portStr, err := net.SplitHostPort(p.XDSAddress)
 	if err != nil {
 		return "", fmt.Errorf("infra: xDS address %q: %w", p.XDSAddress, err)

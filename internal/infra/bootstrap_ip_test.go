@@ -6,12 +6,14 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
 )
 
 // xdsTLS is the UpstreamTlsContext of the bootstrap's xDS cluster.
 func xdsTLS(t *testing.T, p Params) *tlsv3.UpstreamTlsContext {
 	t.Helper()
-	out, err := Bootstrap("apps", "edge", p)
+	out, err := Bootstrap("apps", "edge", v1alpha1.ProxyConfigSpec{}, p)
 	if err != nil {
 		t.Fatal(err)
 	}

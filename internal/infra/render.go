@@ -21,6 +21,9 @@ type Params struct {
 	XDSAddress string
 	// XDSServerName is the TLS server name (SNI and SAN) of the xDS server.
 	XDSServerName string
+	// AgentImage is the image of the proxies' shutdown-manager sidecar
+	// (`portico proxy-agent`): the controller's own image.
+	AgentImage string
 }
 
 // Paths inside the Envoy container.
@@ -58,7 +61,7 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 	labels := Labels(ns, gw.Name)
 	meta := objectMeta(gw)
 
-	files, err := BootstrapFiles(ns, gw.Name, p)
+	files, err := BootstrapFiles(ns, gw.Name, pc, p)
 	if err != nil {
 		return nil, err
 	}

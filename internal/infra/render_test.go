@@ -84,7 +84,7 @@ func TestRenderObjects(t *testing.T) {
 }
 
 func TestBootstrap(t *testing.T) {
-	out, err := Bootstrap("apps", "edge", params)
+	out, err := Bootstrap("apps", "edge", v1alpha1.ProxyConfigSpec{}, params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestBootstrap(t *testing.T) {
 	if !strings.Contains(out, "envoy.transport_sockets.tls") || !strings.Contains(out, sdsClientFile) || !strings.Contains(out, sdsCAFile) {
 		t.Error("xDS connection is not mutual TLS with file-based SDS")
 	}
-	files, err := BootstrapFiles("apps", "edge", params)
+	files, err := BootstrapFiles("apps", "edge", v1alpha1.ProxyConfigSpec{}, params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestBootstrap(t *testing.T) {
 			t.Errorf("%s does not watch the certificate directory: %s", name, files[name])
 		}
 	}
-	if _, err := Bootstrap("apps", "edge", Params{XDSAddress: "no-port"}); err == nil {
+	if _, err := Bootstrap("apps", "edge", v1alpha1.ProxyConfigSpec{}, Params{XDSAddress: "no-port"}); err == nil {
 		t.Error("a bad xDS address was accepted")
 	}
 	var js map[string]any

@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/testenv"
 )
@@ -149,7 +150,7 @@ func (l *EnvoyLoop) startEnvoy(ctx context.Context) error {
 	if err := l.c.Get(ctx, key, &sec); err != nil {
 		return fmt.Errorf("client certificate %s: %w", key, err)
 	}
-	files, err := infra.BootstrapFiles(InfraNamespace, ProbeGateway, infra.Params{XDSAddress: l.fwd.Addr().String(), XDSServerName: "127.0.0.1"})
+	files, err := infra.BootstrapFiles(InfraNamespace, ProbeGateway, v1alpha1.ProxyConfigSpec{}, infra.Params{XDSAddress: l.fwd.Addr().String(), XDSServerName: "127.0.0.1"})
 	if err != nil {
 		return err
 	}
