@@ -14,6 +14,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/controller"
 	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/leader"
 	"github.com/portico-dev/portico/internal/pipeline"
 	"github.com/portico-dev/portico/internal/status"
@@ -71,6 +72,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	debounce := fs.Duration("debounce", pipeline.DefaultDebounce, "shortest pause between two translations; changes during a translation or its pause are coalesced (a change after it is translated at once)")
 	maxDelay := fs.Duration("max-delay", pipeline.DefaultMaxDelay, "longest pause between two translations (the pause follows a slow translation's duration)")
 	provision := fs.Bool("provision", true, "provision an Envoy Deployment and Service per Gateway (leader only)")
+	agentImage := fs.String("proxy-agent-image", infra.DefaultAgentImage, "`image` of the proxies' shutdown-manager sidecar (portico proxy-agent): this controller's image")
 	xdsService := fs.String("xds-service-address", "", "`host:port` Envoy dials for xDS (default portico-xds.<namespace>.svc:18000)")
 	xdsTLS := fs.Bool("xds-tls", true, "require mutual TLS on xDS; proxies get only their own Gateway's config. "+
 		"false: plaintext, on loopback unless --xds-address, TLS private keys withheld unless --xds-unauthenticated-secrets")
@@ -160,6 +162,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		XDSSecurity:       xf.security(),
 		XDSExtraSANs:      sans,
 		XDSServiceAddress: *xdsService,
+		ProxyAgentImage:   *agentImage,
 		RouteSplit:        split,
 		MaxRouteExpansion: maxRoute, MaxGatewayExpansion: maxGateway,
 		Log: log,

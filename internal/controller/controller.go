@@ -89,6 +89,10 @@ type Options struct {
 	// XDSServiceAddress is the host:port proxies dial for xDS (default
 	// portico-xds.<Namespace>.svc:18000).
 	XDSServiceAddress string
+	// ProxyAgentImage is the image of the proxies' shutdown-manager
+	// sidecar (`portico proxy-agent`), the controller's own image
+	// (default infra.DefaultAgentImage).
+	ProxyAgentImage string
 	// XDSTLS turns on mutual TLS on the xDS server: the leader keeps a CA,
 	// the serving certificate and one client certificate per Gateway in
 	// Secrets; every replica serves with the current serving certificate
@@ -251,7 +255,7 @@ func New(opts Options) (*Controller, error) {
 		}
 		c.infra = infra.New(infra.Config{
 			Client:  cl,
-			Params:  infra.Params{XDSAddress: opts.XDSServiceAddress, XDSServerName: host},
+			Params:  infra.Params{XDSAddress: opts.XDSServiceAddress, XDSServerName: host, AgentImage: opts.ProxyAgentImage},
 			Metrics: infra.NewMetrics(c.metrics.Registry),
 			Log:     log.With("component", "infra"),
 		})
