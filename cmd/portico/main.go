@@ -5,6 +5,7 @@
 //	portico bootstrap --gateway NS/NAME [--xds-address 127.0.0.1:18000] [--xds-ca FILE …] [--admin-address 127.0.0.1:9901]
 //	portico certs --dir DIR --gateway NS/NAME [--server-name 127.0.0.1]
 //	portico controller [--kubeconfig FILE] [--namespace NS] [flags]
+//	portico proxy-agent [--admin-address 127.0.0.1:19001] [--listen :19003] [--drain-timeout 60s] [--min-drain-duration 5s]
 //	portico version
 //
 // Every subcommand parses its flags with the standard flag package, so both
@@ -67,6 +68,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return controllerCmd(ctx, args[1:], stdout, stderr)
+	case "proxy-agent":
+		return proxyAgentCmd(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -88,6 +91,7 @@ Commands:
   bootstrap    print the bootstrap of an Envoy that gets its configuration from standalone
   certs        write a local CA and the certificates of mutual TLS between standalone and Envoys
   controller   run against a Kubernetes cluster (leader-elected status writing, xDS on every replica)
+  proxy-agent  the shutdown manager beside each provisioned Envoy (drains it on SIGTERM)
   version      print the version
 
 Run "portico <command> -h" for the flags of a command.
