@@ -106,13 +106,21 @@ for b in "${CLUSTER_COMPONENTS[@]}"; do
   [ -x "$BINS/$b" ] || die "$BINS/$b missing (run hack/kube-binaries.sh)"
 done
 # kwok's behaviour comes from Stage objects: node-initialize (Node Ready,
-# addresses, capacity), pod-ready (scheduled Pods Running+Ready with an IP),
-# pod-complete (Job Pods finish) and pod-delete (removes terminating Pods,
-# as no kubelet does). Node heartbeats are kwok's node Leases.
+# addresses, capacity) and pod-complete (Job Pods finish) from kwok's
+# module; pod-ready (scheduled Pods Running+Ready with an IP) and
+# pod-delete (removes terminating Pods, as no kubelet does) from
+# hack/kwok-stages, which leave the Pods annotated
+# dataplane.portico.dev/kubelet to the local data plane: Running but not
+# Ready until their probes pass, removed at the end of their grace period
+# unless the data plane removes them first. Node heartbeats are kwok's
+# node Leases.
 kwok_configs=()
-for s in node-initialize pod-ready pod-complete pod-delete; do
+for s in node-initialize pod-complete; do
   [ -f "$BINS/kwok-stages/$s.yaml" ] || die "$BINS/kwok-stages/$s.yaml missing (rebuild kwok with hack/kube-binaries.sh)"
   kwok_configs+=("--config=$BINS/kwok-stages/$s.yaml")
+done
+for s in pod-ready pod-ready-kubelet pod-delete pod-delete-kubelet; do
+  kwok_configs+=("--config=$ROOT/hack/kwok-stages/$s.yaml")
 done
 
 (cd "$ROOT" && go build -o "$HELPER" ./hack/kwok) || die "building the cluster helper (hack/kwok) failed"

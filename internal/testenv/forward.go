@@ -18,6 +18,7 @@ import (
 type Forwarder struct {
 	l       net.Listener
 	targets func() []string
+	allow   func(netip.Addr) bool
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -28,11 +29,19 @@ type Forwarder struct {
 // targets() (asked anew per connection) that accepts it. Targets must be
 // loopback host:port: nothing is ever forwarded elsewhere.
 func Forward(addr netip.AddrPort, targets func() []string) (*Forwarder, error) {
+	return ForwardWithin(addr, targets, netip.Prefix{})
+}
+
+// ForwardWithin is Forward to targets on loopback or within prefix (a
+// test's own bridge: the local data plane's load balancers forward to Pod
+// IPs); nothing is forwarded anywhere else.
+func ForwardWithin(addr netip.AddrPort, targets func() []string, prefix netip.Prefix) (*Forwarder, error) {
 	l, err := net.Listen("tcp", addr.String())
 	if err != nil {
 		return nil, err
 	}
-	f := &Forwarder{l: l, targets: targets, conns: map[net.Conn]struct{}{}}
+	allow := func(a netip.Addr) bool { return a.IsLoopback() || (prefix.IsValid() && prefix.Contains(a)) }
+	f := &Forwarder{l: l, targets: targets, allow: allow, conns: map[net.Conn]struct{}{}}
 	f.wg.Add(1)
 	go f.serve()
 	return f, nil
@@ -73,10 +82,10 @@ func (f *Forwarder) pipe(in net.Conn) {
 	var out net.Conn
 	for _, t := range f.targets() {
 		ap, err := netip.ParseAddrPort(t)
-		if err != nil || !ap.Addr().IsLoopback() {
-			continue // not loopback: never forwarded
+		if err != nil || !f.allow(ap.Addr()) {
+			continue // not loopback or the allowed prefix: never forwarded
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		out, err = (&net.Dialer{}).DialContext(ctx, "tcp", t)
 		cancel()
 		if err == nil {

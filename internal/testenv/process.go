@@ -91,16 +91,23 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Stop sends SIGTERM to the process group and waits for the process to
 // exit, killing the group after 10 s. It returns the exit error.
-func (p *Process) Stop() error {
+func (p *Process) Stop() error { return p.Terminate(10 * time.Second) }
+
+// Terminate sends SIGTERM to the process group and waits for the process
+// to exit, killing the group after grace (a Pod's termination grace
+// period). It returns the exit error.
+func (p *Process) Terminate(grace time.Duration) error {
 	select {
 	case <-p.exited:
 		return p.exitErr
 	default:
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	t := time.NewTimer(max(grace, 0))
+	defer t.Stop()
 	select {
 	case <-p.exited:
-	case <-time.After(10 * time.Second):
+	case <-t.C:
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.exited
 	}

@@ -384,27 +384,55 @@ func (d *DataPlane) sync(ctx context.Context) {
 	defer d.mu.Unlock()
 	var stop []*podRun
 	for uid, r := range d.running {
-		if want[uid] == nil {
+		p := want[uid]
+		switch {
+		case r.termDone != nil:
+			// Terminating: it goes when its containers have stopped.
+			select {
+			case <-r.termDone:
+				delete(d.running, uid)
+				d.finishTermination(ctx, r)
+			default:
+				if p != nil && isKubeletPod(p) {
+					d.reportReady(ctx, r, p)
+				}
+			}
+		case p == nil:
 			stop = append(stop, r)
 			delete(d.running, uid)
+		case p.DeletionTimestamp != nil:
+			if r.netns == nil {
+				stop = append(stop, r)
+				delete(d.running, uid)
+				continue
+			}
+			r.pod = p
+			r.beginTermination(p)
 		}
 	}
 	d.stopPods(stop)
 	for uid, p := range want {
 		r := d.running[uid]
+		if p.DeletionTimestamp != nil {
+			continue // never started once it is being deleted
+		}
 		if r == nil {
 			r = &podRun{d: d, pod: p}
 			d.running[uid] = r
 		}
 		r.sync(ctx)
+		if isKubeletPod(p) && r.netns != nil {
+			d.reportReady(ctx, r, p)
+		}
 	}
 	d.syncLoadBalancers(ctx)
 }
 
 // runnable: a Pod on a Node, Running with an IP in the pod CIDR, not
-// being deleted, not on the host's network.
+// on the host's network, and not being deleted unless the data plane is
+// its kubelet (terminate.go: it then terminates gracefully).
 func (d *DataPlane) runnable(p *corev1.Pod) bool {
-	if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Spec.HostNetwork || p.Status.Phase != corev1.PodRunning {
+	if p.Spec.NodeName == "" || (p.DeletionTimestamp != nil && !isKubeletPod(p)) || p.Spec.HostNetwork || p.Status.Phase != corev1.PodRunning {
 		return false
 	}
 	ip, err := netip.ParseAddr(p.Status.PodIP)
@@ -461,6 +489,10 @@ func (d *DataPlane) Close() error {
 	}
 	d.running = map[types.UID]*podRun{}
 	d.stopPods(rs)
+	for uid, a := range d.lbs {
+		d.release(a)
+		delete(d.lbs, uid)
+	}
 	var errs []error
 	for _, f := range d.forwarders {
 		errs = append(errs, f.Close())

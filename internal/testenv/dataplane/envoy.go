@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/portico-dev/portico/internal/testenv"
 )
@@ -89,6 +90,15 @@ func (p *envoyProcess) Stop() {
 		default:
 		}
 		_ = p.e.Stop()
+		_ = p.e.Close()
+	})
+}
+
+// Terminate: Envoy gets SIGTERM (it exits at once: a graceful drain is
+// its preStop hook's business) and is killed after grace.
+func (p *envoyProcess) Terminate(grace time.Duration) {
+	p.once.Do(func() {
+		_ = p.e.Terminate(grace)
 		_ = p.e.Close()
 	})
 }

@@ -2,27 +2,56 @@ package dataplane
 
 // Load balancers: every Service of type LoadBalancer (without a
 // loadBalancerClass) gets an address from the pool for as long as it
-// exists. The address is on the eth0 of one Ready Pod the Service selects
-// and moves when that Pod is no longer Ready; the Service's
-// status.loadBalancer.ingress names it from the first time it reaches a
-// Pod, so an address in status is one that answers.
+// exists. The address is on the host's side of the bridge, and each TCP
+// port of the Service is a forwarder there (testenv.ForwardWithin) that
+// sends each new connection to the next of the Service's Ready Pods, at
+// the port the Service's targetPort names — what kube-proxy and a cloud
+// load balancer do together. A connection stays with its Pod until one
+// side closes it, so a Pod that stops being Ready (or starts terminating)
+// gets no new connections and keeps the ones it has, as conntrack keeps
+// established flows. The Service's status.loadBalancer.ingress names the
+// address from the first time it has a Ready Pod behind it, so an
+// address in status is one that answers.
 
 import (
 	"context"
 	"net/netip"
-	"slices"
 	"sort"
+	"strconv"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/portico-dev/portico/internal/testenv"
 )
 
 type lbAlloc struct {
-	key    string // ns/name
-	ip     netip.Addr
-	holder *podRun // nil: on no Pod
+	key      string // ns/name
+	ip       netip.Addr
+	onBridge bool
+	ports    map[int32]*lbPort // by Service port
+}
+
+// lbPort is one forwarded port: the forwarder reads targets, which the
+// loop replaces after each sync.
+type lbPort struct {
+	f       *testenv.Forwarder
+	targets atomic.Pointer[[]string]
+	next    atomic.Uint64
+}
+
+// pick is the targets in round-robin order: each connection starts at the
+// next one and falls back to the others.
+func (p *lbPort) pick() []string {
+	ts := *p.targets.Load()
+	if len(ts) == 0 {
+		return nil
+	}
+	i := int(p.next.Add(1)-1) % len(ts)
+	return append(append([]string(nil), ts[i:]...), ts[:i]...)
 }
 
 // syncLoadBalancers runs with d.mu held, after the Pods' sync.
@@ -45,19 +74,103 @@ func (d *DataPlane) syncLoadBalancers(ctx context.Context) {
 				d.opts.Logf("dataplane: no load-balancer address left in %s for Service %s/%s", d.opts.LoadBalancers, svc.Namespace, svc.Name)
 				continue
 			}
-			a = &lbAlloc{key: svc.Namespace + "/" + svc.Name, ip: ip}
+			a = &lbAlloc{key: svc.Namespace + "/" + svc.Name, ip: ip, ports: map[int32]*lbPort{}}
 			d.lbs[svc.UID] = a
 		}
-		d.place(a, d.backends(svc))
-		if a.holder != nil {
+		if !a.onBridge {
+			if err := command("ip", "addr", "add", a.ip.String()+"/32", "dev", d.bridge.Name); err != nil {
+				d.opts.Logf("dataplane: load balancer %s (%s): %v", a.key, a.ip, err)
+				continue
+			}
+			a.onBridge = true
+		}
+		backends := d.backends(svc)
+		d.forward(a, svc, backends)
+		if len(backends) > 0 && len(a.ports) > 0 {
 			d.writeStatus(ctx, svc, a.ip)
 		}
 	}
 	for uid, a := range d.lbs {
 		if !seen[uid] {
-			d.place(a, nil)
+			d.release(a)
 			delete(d.lbs, uid)
 		}
+	}
+}
+
+// forward keeps one forwarder per TCP port of svc, each sending to the
+// backends at the port its targetPort names.
+func (d *DataPlane) forward(a *lbAlloc, svc *corev1.Service, backends []*podRun) {
+	want := map[int32]bool{}
+	for _, sp := range svc.Spec.Ports {
+		if sp.Protocol != "" && sp.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		want[sp.Port] = true
+		var targets []string
+		for _, b := range backends {
+			if port, ok := targetPort(b.pod, sp); ok {
+				targets = append(targets, netip.AddrPortFrom(netip.MustParseAddr(b.pod.Status.PodIP), uint16(port)).String())
+			}
+		}
+		p := a.ports[sp.Port]
+		if p == nil {
+			p = &lbPort{}
+			p.targets.Store(&targets)
+			f, err := testenv.ForwardWithin(netip.AddrPortFrom(a.ip, uint16(sp.Port)), p.pick, d.opts.PodCIDR)
+			if err != nil {
+				d.opts.Logf("dataplane: load balancer %s: port %d: %v", a.key, sp.Port, err)
+				continue
+			}
+			p.f = f
+			a.ports[sp.Port] = p
+			d.opts.Logf("dataplane: load balancer %s: %s:%d → %v", a.key, a.ip, sp.Port, targets)
+			continue
+		}
+		p.targets.Store(&targets)
+	}
+	for port, p := range a.ports {
+		if !want[port] {
+			_ = p.f.Close()
+			delete(a.ports, port)
+		}
+	}
+}
+
+// targetPort is the Pod's port for Service port sp: a number, a named
+// container port of the Pod, or the Service port itself.
+func targetPort(p *corev1.Pod, sp corev1.ServicePort) (int32, bool) {
+	switch {
+	case sp.TargetPort.IntValue() > 0:
+		return int32(sp.TargetPort.IntValue()), true
+	case sp.TargetPort.StrVal != "":
+		for _, c := range p.Spec.Containers {
+			for _, cp := range c.Ports {
+				if cp.Name == sp.TargetPort.StrVal && (cp.Protocol == "" || cp.Protocol == corev1.ProtocolTCP) {
+					return cp.ContainerPort, true
+				}
+			}
+		}
+		if n, err := strconv.Atoi(sp.TargetPort.StrVal); err == nil && n > 0 {
+			return int32(n), true
+		}
+		return 0, false
+	default:
+		return sp.Port, true
+	}
+}
+
+// release closes a's forwarders and takes its address off the bridge.
+func (d *DataPlane) release(a *lbAlloc) {
+	for port, p := range a.ports {
+		_ = p.f.Close()
+		delete(a.ports, port)
+	}
+	if a.onBridge {
+		if err := command("ip", "addr", "del", a.ip.String()+"/32", "dev", d.bridge.Name); err != nil {
+			d.opts.Logf("dataplane: load balancer %s (%s): %v", a.key, a.ip, err)
+		}
+		a.onBridge = false
 	}
 }
 
@@ -77,7 +190,8 @@ func (d *DataPlane) allocate() (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// backends are the Ready Pods svc selects, by name.
+// backends are the Pods svc selects that are Ready and not terminating,
+// by name.
 func (d *DataPlane) backends(svc *corev1.Service) []*podRun {
 	if len(svc.Spec.Selector) == 0 {
 		return nil
@@ -85,39 +199,12 @@ func (d *DataPlane) backends(svc *corev1.Service) []*podRun {
 	sel := labels.SelectorFromSet(svc.Spec.Selector)
 	var out []*podRun
 	for _, r := range d.running {
-		if r.netns != nil && r.ready.Load() && r.pod.Namespace == svc.Namespace && sel.Matches(labels.Set(r.pod.Labels)) {
+		if r.netns != nil && r.ready.Load() && !r.terminating.Load() && r.pod.Namespace == svc.Namespace && sel.Matches(labels.Set(r.pod.Labels)) {
 			out = append(out, r)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pod.Name < out[j].pod.Name })
 	return out
-}
-
-// place keeps a on its holder if that is still a backend, else moves it
-// to the first backend (or to none).
-func (d *DataPlane) place(a *lbAlloc, backends []*podRun) {
-	if a.holder != nil && slices.Contains(backends, a.holder) {
-		return
-	}
-	if old := a.holder; old != nil {
-		a.holder = nil
-		if old.netns != nil {
-			if err := old.netns.RemoveAddress(a.ip); err != nil {
-				d.opts.Logf("dataplane: load balancer %s (%s): %v", a.key, a.ip, err)
-			}
-		}
-	}
-	// The host's neighbour entry would still name the old holder's MAC.
-	_ = command("ip", "neigh", "flush", "to", a.ip.String(), "dev", d.bridge.Name)
-	for _, b := range backends {
-		if err := b.netns.AddAddress(a.ip); err != nil {
-			d.opts.Logf("dataplane: load balancer %s (%s) on Pod %s: %v", a.key, a.ip, b.key(), err)
-			continue
-		}
-		a.holder = b
-		d.opts.Logf("dataplane: load balancer %s: %s → Pod %s (%s)", a.key, a.ip, b.key(), b.pod.Status.PodIP)
-		return
-	}
 }
 
 // writeStatus sets svc's status.loadBalancer.ingress to ip unless it is

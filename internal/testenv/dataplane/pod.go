@@ -41,6 +41,11 @@ type podRun struct {
 	lastErr     string
 
 	ready atomic.Bool
+	// terminating is set when the Pod's graceful termination starts
+	// (terminate.go); termDone is closed when its containers have
+	// stopped (the loop's goroutine only).
+	terminating atomic.Bool
+	termDone    chan struct{}
 }
 
 type containerRun struct {

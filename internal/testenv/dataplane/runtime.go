@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/portico-dev/portico/internal/testenv"
 )
@@ -40,6 +41,9 @@ type Process interface {
 	Exited() <-chan struct{}
 	// Stop stops it (SIGTERM, then SIGKILL) and waits for it.
 	Stop()
+	// Terminate sends SIGTERM and waits for it to exit, at most grace,
+	// then kills it (a Pod's termination).
+	Terminate(grace time.Duration)
 	// Tail is the end of its output, for messages.
 	Tail() string
 }
@@ -151,6 +155,8 @@ type execProcess struct {
 }
 
 func (p *execProcess) Stop() { _ = p.Process.Stop() }
+
+func (p *execProcess) Terminate(grace time.Duration) { _ = p.Process.Terminate(grace) }
 
 func (p *execProcess) Tail() string {
 	s := p.tail.String()
