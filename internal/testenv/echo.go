@@ -23,43 +23,58 @@ import (
 // EchoPackage is the Go package of the echo server.
 const EchoPackage = "sigs.k8s.io/gateway-api-conformance-images/echo-basic"
 
-var echoBuild struct {
+// EchoBinary builds the echo server (once per process; the go build
+// cache makes later builds instant) and returns its path.
+func EchoBinary() (string, error) { return buildOnce("echo-basic", EchoPackage) }
+
+// PorticoPackage is Portico's command.
+const PorticoPackage = "github.com/portico-dev/portico/cmd/portico"
+
+// PorticoBinary builds `portico` (once per process) and returns its path:
+// what the local data plane runs for the proxies' shutdown-manager
+// sidecar (image portico-dev/portico).
+func PorticoBinary() (string, error) { return buildOnce("portico", PorticoPackage) }
+
+type build struct {
 	once sync.Once
 	path string
 	err  error
 }
 
-// EchoBinary builds the echo server (once per process; the go build
-// cache makes later builds instant) and returns its path.
-func EchoBinary() (string, error) {
-	echoBuild.once.Do(func() {
+var builds sync.Map // package → *build
+
+// buildOnce builds pkg into CacheDir()/name/name, once per process.
+func buildOnce(name, pkg string) (string, error) {
+	v, _ := builds.LoadOrStore(pkg, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
 		root, err := RepoRoot()
 		if err != nil {
-			echoBuild.err = err
+			b.err = err
 			return
 		}
-		dir := filepath.Join(CacheDir(), "echo")
+		dir := filepath.Join(CacheDir(), name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			echoBuild.err = err
+			b.err = err
 			return
 		}
-		out := filepath.Join(dir, fmt.Sprintf("echo-basic-%d", os.Getpid()))
-		cmd := GoCommand(context.Background(), "build", "-o", out, EchoPackage)
+		out := filepath.Join(dir, fmt.Sprintf("%s-%d", name, os.Getpid()))
+		cmd := GoCommand(context.Background(), "build", "-o", out, pkg)
 		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			echoBuild.err = fmt.Errorf("go build %s: %v\n%s", EchoPackage, err, b)
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, o)
 			return
 		}
 		// One binary per process, renamed into place: concurrent test
 		// binaries never run a half-written file.
-		final := filepath.Join(dir, "echo-basic")
+		final := filepath.Join(dir, name)
 		if err := os.Rename(out, final); err != nil {
-			echoBuild.err = err
+			b.err = err
 			return
 		}
-		echoBuild.path = final
+		b.path = final
 	})
-	return echoBuild.path, echoBuild.err
+	return b.path, b.err
 }
 
 // RequireEcho is EchoBinary, failing the test on an error.

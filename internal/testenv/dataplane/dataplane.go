@@ -28,13 +28,19 @@
 //     Pods; the neighbours' ARP entries then stay right) and no default route:
 //     a Pod reaches the bridge's prefix and nothing else. Load-balancer
 //     addresses come from a pool inside the bridge's prefix and outside
-//     the pod range; each is added to one Ready Pod's namespace and moved
-//     when that Pod goes; the Service's status.loadBalancer.ingress gets
-//     it once it reaches a Ready Pod. Host services (Forward) are TCP
-//     forwarders on the gateway address to loopback targets. There is no
+//     the pod range; each is on the host's side of the bridge, where one
+//     forwarder per Service port sends each new connection to a Ready,
+//     not terminating Pod in turn (loadbalancer.go); the Service's
+//     status.loadBalancer.ingress gets it once it has a Ready Pod behind
+//     it. Host services (Forward) are TCP forwarders on the gateway
+//     address to loopback targets. There is no
 //     NAT and no forwarding anywhere else; Close removes every namespace,
 //     veth and the bridge, and so does a watchdog process if the test
 //     process dies without closing (watchdog.go).
+//   - Pods annotated KubeletAnnotation get the rest of a kubelet
+//     (terminate.go): their Ready condition follows their probes, and
+//     their deletion is a graceful termination (preStop hooks, SIGTERM,
+//     the grace period), after which the data plane deletes them.
 //   - Logs: each container's stdout and stderr go to a CRI-format file
 //     that kwok serves as the Pod's log through the API server (logs.go).
 package dataplane
@@ -63,6 +69,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/testenv"
 )
 
@@ -225,11 +232,13 @@ func (d *DataPlane) setUp() error {
 }
 
 // installRuntimes puts the binaries of the runtimes where every user can
-// run them, adding an EnvoyRuntime when no runtime handles Envoy.
+// run them, adding an EnvoyRuntime when no runtime handles Envoy and
+// Portico's (the proxies' sidecar) when none handles Portico's image.
 func (d *DataPlane) installRuntimes() error {
 	var rts []Runtime
-	hasEnvoy := false
+	hasEnvoy, hasPortico := false, false
 	for _, rt := range d.opts.Runtimes {
+		hasPortico = hasPortico || rt.Handles(infra.DefaultAgentImage)
 		switch r := rt.(type) {
 		case *ExecRuntime:
 			bin, err := installBinary(r.Binary, d.bin, filepath.Base(r.Binary))
@@ -254,6 +263,17 @@ func (d *DataPlane) installRuntimes() error {
 			return fmt.Errorf("dataplane: envoy: %w", err)
 		}
 		rts = append(rts, &EnvoyRuntime{Binary: bin})
+	}
+	if !hasPortico {
+		src, err := testenv.PorticoBinary()
+		if err != nil {
+			return err
+		}
+		bin, err := installBinary(src, d.bin, "portico")
+		if err != nil {
+			return fmt.Errorf("dataplane: portico: %w", err)
+		}
+		rts = append(rts, Portico(bin))
 	}
 	d.opts.Runtimes = rts
 	return nil

@@ -112,6 +112,13 @@ func EchoBasic(bin string) *ExecRuntime {
 	return &ExecRuntime{RuntimeName: "echo-basic", Repositories: []string{"gateway-api/conformance/echo-basic", "gateway-api/echo-basic"}, Binary: bin, User: 65532}
 }
 
+// Portico runs Portico's image (ghcr.io/portico-dev/portico, any tag)
+// from bin (testenv.PorticoBinary): the proxies' shutdown-manager sidecar,
+// `portico proxy-agent`. The image runs as nonroot (65532).
+func Portico(bin string) *ExecRuntime {
+	return &ExecRuntime{RuntimeName: "portico", Repositories: []string{"portico-dev/portico"}, Binary: bin, User: 65532}
+}
+
 func (r *ExecRuntime) Name() string { return r.RuntimeName }
 func (r *ExecRuntime) Handles(image string) bool {
 	return slices.Contains(r.Repositories, imageRepository(image))
