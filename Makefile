@@ -47,7 +47,7 @@ demo:
 ## test: everything CI runs. The integration tests need kube-apiserver and
 ## etcd: the first run builds them from the Go module proxy (10-20 min on 2
 ## cores) into $$HOME/.cache/portico; later runs reuse them.
-test: vet kube-binaries envoy test-unit test-race fuzz conformance test-faults
+test: vet kube-binaries envoy test-unit test-race fuzz conformance test-rollout test-faults
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -152,7 +152,14 @@ conformance:
 bench-suite: kube-binaries
 	$(GO) run ./test/bench/cmd/portico-bench $(BENCH_FLAGS)
 
-.PHONY: test-faults
+.PHONY: test-rollout test-faults
+
+## test-rollout: proxies under traffic on a kwok cluster with the local data
+## plane (test/rollout, ~3 min, needs root for network namespaces): Ready
+## only with configuration; no request lost on a rolling update, a
+## scale-down or a deleted Pod
+test-rollout: kube-binaries envoy
+	PORTICO_ROLLOUT=1 PORTICO_ENVOY=$$(hack/envoy.sh) $(GO) test ./test/rollout/ -count=1 -v -timeout 15m
 
 ## test-faults: the HA fault suite (test/faults, ~4 min): controller processes
 ## behind fault proxies on a kwok cluster; figures in

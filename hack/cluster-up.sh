@@ -197,6 +197,11 @@ start_component etcd "$BINS/etcd" \
   --unsafe-no-fsync \
   --log-level=warn
 
+# The aggregation layer is on (front-proxy certificates, routing to an
+# APIService's endpoints rather than its ClusterIP, which nothing routes
+# here): a test registers its own metrics.k8s.io (internal/testenv/metricsapi)
+# and the HorizontalPodAutoscaler controller, on a 2 s sync with a 10 s
+# downscale stabilization, acts on it.
 read -r -a apiserver_extra_args <<<"${PORTICO_APISERVER_EXTRA_ARGS:-}"
 start_component kube-apiserver "$BINS/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
@@ -214,6 +219,14 @@ start_component kube-apiserver "$BINS/kube-apiserver" \
   --authorization-mode=Node,RBAC \
   --kubelet-preferred-address-types=InternalIP \
   --allow-privileged=true \
+  --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+  --requestheader-allowed-names=front-proxy-client \
+  --requestheader-username-headers=X-Remote-User \
+  --requestheader-group-headers=X-Remote-Group \
+  --requestheader-extra-headers-prefix=X-Remote-Extra- \
+  --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+  --proxy-client-key-file="$PKI/front-proxy-client.key" \
+  --enable-aggregator-routing=true \
   --profiling=false \
   ${apiserver_extra_args[@]+"${apiserver_extra_args[@]}"}
 
@@ -229,6 +242,8 @@ start_component kube-controller-manager "$BINS/kube-controller-manager" \
   --cluster-signing-cert-file="$PKI/ca.crt" \
   --cluster-signing-key-file="$PKI/ca.key" \
   --kube-api-qps=100 --kube-api-burst=200 \
+  --horizontal-pod-autoscaler-sync-period=2s \
+  --horizontal-pod-autoscaler-downscale-stabilization=10s \
   --profiling=false
 
 start_component kube-scheduler "$BINS/kube-scheduler" \

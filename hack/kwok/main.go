@@ -159,7 +159,8 @@ func (k *keyPair) keyPEM() ([]byte, error) {
 
 // writePKI creates the cluster CA, the apiserver's serving certificate, the
 // service-account signing key pair and a cluster-admin client certificate
-// (group system:masters), and a kubeconfig embedding the latter.
+// (group system:masters), the aggregation layer's front-proxy CA and client
+// certificate, and a kubeconfig embedding the admin's.
 func writePKI(dir, server string, now time.Time) error {
 	u, err := url.Parse(server)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
@@ -205,6 +206,30 @@ func writePKI(dir, server string, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	// The aggregation layer's: the apiserver proxies to extension API
+	// servers (a test's metrics.k8s.io) as front-proxy-client, which they
+	// trust through front-proxy-ca.
+	frontCA, err := newKeyPair(&x509.Certificate{
+		Subject:               pkix.Name{CommonName: "portico-local-front-proxy-ca"},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}, nil)
+	if err != nil {
+		return err
+	}
+	frontClient, err := newKeyPair(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "front-proxy-client"},
+		NotBefore:   notBefore,
+		NotAfter:    notAfter,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, frontCA)
+	if err != nil {
+		return err
+	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -219,13 +244,15 @@ func writePKI(dir, server string, now time.Time) error {
 	}
 
 	files := map[string][]byte{
-		"ca.crt":        ca.certPEM(),
-		"apiserver.crt": serving.certPEM(),
-		"admin.crt":     admin.certPEM(),
-		"sa.key":        pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saDER}),
-		"sa.pub":        pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
+		"ca.crt":                 ca.certPEM(),
+		"apiserver.crt":          serving.certPEM(),
+		"admin.crt":              admin.certPEM(),
+		"front-proxy-ca.crt":     frontCA.certPEM(),
+		"front-proxy-client.crt": frontClient.certPEM(),
+		"sa.key":                 pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saDER}),
+		"sa.pub":                 pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
 	}
-	for name, kp := range map[string]*keyPair{"ca.key": ca, "apiserver.key": serving, "admin.key": admin} {
+	for name, kp := range map[string]*keyPair{"ca.key": ca, "apiserver.key": serving, "admin.key": admin, "front-proxy-client.key": frontClient} {
 		if files[name], err = kp.keyPEM(); err != nil {
 			return err
 		}

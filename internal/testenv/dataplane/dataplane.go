@@ -49,6 +49,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -544,4 +545,17 @@ func command(name string, args ...string) error {
 		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// PodDialer dials from inside a running Pod's network namespace (its
+// loopback is the Pod's: e.g. Envoy's admin interface at 127.0.0.1).
+func (d *DataPlane) PodDialer(namespace, pod string) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.running {
+		if r.pod.Namespace == namespace && r.pod.Name == pod && r.netns != nil {
+			return r.netns.DialContext, nil
+		}
+	}
+	return nil, fmt.Errorf("dataplane: Pod %s/%s is not running", namespace, pod)
 }
