@@ -14,11 +14,14 @@ import (
 )
 
 // load is a constant stream of requests through a Gateway: workers
-// goroutines, each a client with its own keep-alive connection (Go's
-// net/http, as most clients: a request on a reused connection that the
-// server closed before answering anything is retried on a new one), one
-// request every interval. A request fails on a transport error, a status
-// other than 200, or an answer not from the echo backend.
+// goroutines, each a client with its own keep-alive connection, one POST
+// every interval (0: back to back, so that a connection nearly always has
+// a request in flight, the case a proxy that stops without draining
+// breaks). POST, because a client may not retry it: Go's net/http
+// (as most clients) silently retries an idempotent request that a closing
+// connection cut, which would hide every lost request; a POST it retries
+// only when it never wrote it. A request fails on a transport error, a
+// status other than 200, or an answer not from the echo backend.
 type load struct {
 	url      string
 	stop     chan struct{}
@@ -44,13 +47,24 @@ func (l *load) worker(interval time.Duration) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	var tick <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-l.stop:
 			return
-		case <-tick.C:
+		default:
+		}
+		if tick != nil {
+			select {
+			case <-l.stop:
+				return
+			case <-tick:
+			}
 		}
 		pod, err := l.once(client)
 		l.mu.Lock()
@@ -66,7 +80,7 @@ func (l *load) worker(interval time.Duration) {
 }
 
 func (l *load) once(client *http.Client) (string, error) {
-	resp, err := client.Get(l.url)
+	resp, err := client.Post(l.url, "text/plain", strings.NewReader("portico rollout load"))
 	if err != nil {
 		return "", err
 	}
@@ -78,8 +92,8 @@ func (l *load) once(client *http.Client) (string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("status %d: %.200s", resp.StatusCode, body)
 	}
-	var echo struct{ Pod string }
-	if err := json.Unmarshal(body, &echo); err != nil || echo.Pod == "" {
+	var echo struct{ Pod, Method string }
+	if err := json.Unmarshal(body, &echo); err != nil || echo.Pod == "" || echo.Method != http.MethodPost {
 		return "", fmt.Errorf("not the echo backend's answer: %.200s", body)
 	}
 	return echo.Pod, nil

@@ -128,7 +128,7 @@ func TestRollingUpdateLosesNoRequest(t *testing.T) {
 	f.settled(t, 3, 120*time.Second)
 	before := podNames(f.pods(t))
 
-	l := startLoad(t, "http://"+addr+"/", 4, 20*time.Millisecond)
+	l := startLoad(t, "http://"+addr+"/", 6, 0)
 	l.waitServed(t, 50, 30*time.Second)
 	updateProxyConfig(t, c, f, func(s *v1alpha1.ProxyConfigSpec) {
 		s.Pod.Annotations["rollout.portico.dev/revision"] = "2"
@@ -161,7 +161,7 @@ func TestPodDeleteLosesNoRequest(t *testing.T) {
 	addr := f.address(t, 120*time.Second)
 	f.settled(t, 3, 120*time.Second)
 
-	l := startLoad(t, "http://"+addr+"/", 4, 20*time.Millisecond)
+	l := startLoad(t, "http://"+addr+"/", 6, 0)
 	l.waitServed(t, 50, 30*time.Second)
 	victim := f.pods(t)[0]
 	if err := c.Delete(context.Background(), &victim); err != nil {
@@ -196,7 +196,7 @@ func TestAutoscalerScaleDownLosesNoRequest(t *testing.T) {
 	f.settled(t, 3, 120*time.Second)
 	t.Logf("scaled up to 3 by the HPA")
 
-	l := startLoad(t, "http://"+addr+"/", 4, 20*time.Millisecond)
+	l := startLoad(t, "http://"+addr+"/", 6, 0)
 	l.waitServed(t, 50, 30*time.Second)
 	harness.cpu.Store(f.ns, int64(1))
 	f.settled(t, 1, 120*time.Second)
