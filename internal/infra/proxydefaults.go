@@ -3,6 +3,9 @@ package infra
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/portico-dev/portico/api/v1alpha1"
 )
 
@@ -63,3 +66,64 @@ func MinDrainDuration(pc v1alpha1.ProxyConfigSpec) time.Duration {
 func TerminationGracePeriod(pc v1alpha1.ProxyConfigSpec) time.Duration {
 	return DrainTimeout(pc) + terminationSlack
 }
+
+// Defaults of the proxies' HorizontalPodAutoscaler (ProxyConfig's
+// autoscaling): with neither target set, the Envoy container's CPU at 80%
+// of its request.
+const (
+	DefaultMinReplicas          int32 = 2
+	DefaultTargetCPUUtilization int32 = 80
+)
+
+// AutoscalingMinReplicas is autoscaling.minReplicas, defaulted.
+func AutoscalingMinReplicas(a *v1alpha1.ProxyAutoscaling) int32 {
+	if a == nil || a.MinReplicas == nil {
+		return DefaultMinReplicas
+	}
+	return *a.MinReplicas
+}
+
+// AutoscalingTargets are the CPU and memory utilization targets of
+// autoscaling (percent of the Envoy container's requests), nil when not
+// targeted: CPU at DefaultTargetCPUUtilization when neither is set.
+func AutoscalingTargets(a *v1alpha1.ProxyAutoscaling) (cpu, memory *int32) {
+	if a == nil {
+		return nil, nil
+	}
+	cpu, memory = a.TargetCPUUtilizationPercentage, a.TargetMemoryUtilizationPercentage
+	if cpu == nil && memory == nil {
+		v := DefaultTargetCPUUtilization
+		cpu = &v
+	}
+	return cpu, memory
+}
+
+// defaultMaxUnavailable is the proxies' PodDisruptionBudget when the
+// ProxyConfig sets none: one Pod at a time may be evicted.
+var defaultMaxUnavailable = intstr.FromInt32(1)
+
+// DisruptionBudget is the PodDisruptionBudget's minAvailable or
+// maxUnavailable (the other nil): the ProxyConfig's, else maxUnavailable
+// 1. A ProxyConfig setting both (refused by the
+// translator) gets both.
+func DisruptionBudget(pc v1alpha1.ProxyConfigSpec) (minAvailable, maxUnavailable *intstr.IntOrString) {
+	if b := pc.PodDisruptionBudget; b != nil && (b.MinAvailable != nil || b.MaxUnavailable != nil) {
+		return b.MinAvailable, b.MaxUnavailable
+	}
+	d := defaultMaxUnavailable
+	return nil, &d
+}
+
+// Requests of the Envoy container when the ProxyConfig names neither a
+// request nor a limit of the resource: a HorizontalPodAutoscaler's
+// utilization targets are percentages of requests, and a Pod without
+// requests is the first evicted under node pressure.
+var (
+	defaultCPURequest    = resource.MustParse("100m")
+	defaultMemoryRequest = resource.MustParse("128Mi")
+)
+
+// ReservedPorts are the ports of a proxy Pod that neither the metrics
+// endpoint nor anything else configurable may take: Envoy's admin
+// interface (loopback), the readiness listener and the shutdown-manager.
+func ReservedPorts() []int32 { return []int32{adminPort, readyPort, AgentPort} }

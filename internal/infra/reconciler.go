@@ -12,7 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -71,6 +73,9 @@ type Reconciler struct {
 	leadCtx context.Context
 	// render is Render (replaced in tests, to count renderings).
 	render func(*gwv1.Gateway, v1alpha1.ProxyConfigSpec, []int32, Params) (*Objects, error)
+	// processed, when set (tests), is called after each write or removal
+	// of a Gateway's objects, with its result.
+	processed func(types.NamespacedName, error)
 }
 
 type desiredGW struct {
@@ -206,11 +211,20 @@ func (r *Reconciler) SetLeading(ctx context.Context) {
 	}
 }
 
+// provisionedLists are empty lists of every kind Portico provisions for a
+// Gateway but the client certificate Secret (see ClientCerts).
+func provisionedLists() []client.ObjectList {
+	return []client.ObjectList{
+		&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.ServiceAccountList{},
+		&policyv1.PodDisruptionBudgetList{}, &autoscalingv2.HorizontalPodAutoscalerList{},
+	}
+}
+
 // orphans are Gateways that own provisioned objects but have no desired
 // state: their Gateway was deleted (possibly while no leader ran).
 func (r *Reconciler) orphans(ctx context.Context) []types.NamespacedName {
 	found := map[types.NamespacedName]bool{}
-	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.ServiceAccountList{}} {
+	for _, list := range provisionedLists() {
 		if err := r.cfg.Reader.List(ctx, list, client.MatchingLabels{LabelManagedBy: ManagedByValue}); err != nil {
 			r.cfg.Log.Warn("listing provisioned objects", "err", err)
 			continue
@@ -269,6 +283,9 @@ func (r *Reconciler) processNext() bool {
 		err = r.apply(ctx, k, d)
 	}
 	r.setBlocked(k, err)
+	if r.processed != nil {
+		r.processed(k, err)
+	}
 	if errors.Is(err, errUnprovisionable) {
 		// Not retried: the Gateway's status says why (a new spec is
 		// published, and tried, when the Gateway changes).
@@ -315,11 +332,13 @@ func (r *Reconciler) setBlocked(k types.NamespacedName, err error) {
 var errUnprovisionable = errors.New("cannot provision")
 
 // checkOwnership fails with a *ConflictError when an object Portico would
-// write for Gateway gw exists and is not gw's (see CheckOwner). It reads
-// the informer cache, and the API server for objects the cache does not
-// have: the caches hold only labelled Deployments, ConfigMaps and
-// ServiceAccounts and TLS Secrets, and lag behind writes.
-func (r *Reconciler) checkOwnership(ctx context.Context, gw *gwv1.Gateway) error {
+// write for Gateway gw exists and is not gw's (see CheckOwner); the
+// HorizontalPodAutoscaler counts only when autoscaled (Portico writes
+// none otherwise). It reads the informer cache, and the API server for
+// objects the cache does not have: the caches hold only labelled
+// Deployments, ConfigMaps, ServiceAccounts, PodDisruptionBudgets and
+// HorizontalPodAutoscalers and TLS Secrets, and lag behind writes.
+func (r *Reconciler) checkOwnership(ctx context.Context, gw *gwv1.Gateway, autoscaled bool) error {
 	name := Name(gw.Name)
 	type target struct {
 		kind string
@@ -331,6 +350,10 @@ func (r *Reconciler) checkOwnership(ctx context.Context, gw *gwv1.Gateway) error
 		{"ConfigMap", &corev1.ConfigMap{}, name},
 		{"Deployment", &appsv1.Deployment{}, name},
 		{"Service", &corev1.Service{}, name},
+		{"PodDisruptionBudget", &policyv1.PodDisruptionBudget{}, name},
+	}
+	if autoscaled {
+		targets = append(targets, target{"HorizontalPodAutoscaler", &autoscalingv2.HorizontalPodAutoscaler{}, name})
 	}
 	if r.cfg.Certs != nil {
 		targets = append(targets, target{"Secret", &corev1.Secret{}, ClientCertSecretName(gw.Name)})
@@ -377,7 +400,7 @@ func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desir
 	}
 	// Nothing is written, not even the client certificate, unless every
 	// object of the Gateway's name is the Gateway's or absent.
-	if err := r.checkOwnership(ctx, d.spec.Gateway); err != nil {
+	if err := r.checkOwnership(ctx, d.spec.Gateway, d.spec.Proxy.Autoscaling != nil); err != nil {
 		return err
 	}
 	if r.cfg.Certs != nil {
@@ -393,12 +416,37 @@ func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desir
 		return err
 	}
 	opts := []client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}
-	for _, obj := range []runtime.ApplyConfiguration{objs.ServiceAccount, objs.ConfigMap, objs.Deployment, objs.Service} {
-		if err := r.cfg.Client.Apply(ctx, obj, opts...); err != nil {
-			r.cfg.Metrics.Writes.WithLabelValues("apply", "error").Inc()
+	write := func(objs ...runtime.ApplyConfiguration) error {
+		for _, obj := range objs {
+			if err := r.cfg.Client.Apply(ctx, obj, opts...); err != nil {
+				r.cfg.Metrics.Writes.WithLabelValues("apply", "error").Inc()
+				return err
+			}
+			r.cfg.Metrics.Writes.WithLabelValues("apply", "ok").Inc()
+		}
+		return nil
+	}
+	if err := write(objs.ServiceAccount, objs.ConfigMap); err != nil {
+		return err
+	}
+	// Replicas: without autoscaling Portico's (the HorizontalPodAutoscaler
+	// of a previous spec goes first, so that it scales nothing after
+	// Portico set them); with autoscaling the HorizontalPodAutoscaler's,
+	// handed over without a reset (replicas.go).
+	if objs.HorizontalPodAutoscaler == nil {
+		if err := r.deleteAutoscaler(ctx, d.spec.Gateway); err != nil {
 			return err
 		}
-		r.cfg.Metrics.Writes.WithLabelValues("apply", "ok").Inc()
+	} else if err := r.handOverReplicas(ctx, k.Namespace, *objs.Deployment.Name); err != nil {
+		return err
+	}
+	if err := write(objs.Deployment, objs.Service, objs.PodDisruptionBudget); err != nil {
+		return err
+	}
+	if objs.HorizontalPodAutoscaler != nil {
+		if err := write(objs.HorizontalPodAutoscaler); err != nil {
+			return err
+		}
 	}
 	r.cfg.Log.Debug("proxies applied", "gateway", k)
 	return nil
@@ -412,7 +460,7 @@ func (r *Reconciler) remove(ctx context.Context, k types.NamespacedName) error {
 	sel := client.MatchingLabels{LabelManagedBy: ManagedByValue, LabelGatewayName: k.Name, LabelGatewayNamespace: k.Namespace}
 	in := client.InNamespace(k.Namespace)
 	var errs []error
-	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.ServiceAccountList{}} {
+	for _, list := range provisionedLists() {
 		if err := r.cfg.Reader.List(ctx, list, sel, in); err != nil {
 			errs = append(errs, err)
 			continue

@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
@@ -45,16 +47,23 @@ const (
 	DefaultServiceType       = corev1.ServiceTypeLoadBalancer
 )
 
-// Objects are the apply configurations of one Gateway's proxies.
+// Objects are the apply configurations of one Gateway's proxies, in the
+// order they are applied.
 type Objects struct {
-	ServiceAccount *corev1ac.ServiceAccountApplyConfiguration
-	ConfigMap      *corev1ac.ConfigMapApplyConfiguration
-	Deployment     *appsv1ac.DeploymentApplyConfiguration
-	Service        *corev1ac.ServiceApplyConfiguration
+	ServiceAccount      *corev1ac.ServiceAccountApplyConfiguration
+	ConfigMap           *corev1ac.ConfigMapApplyConfiguration
+	Deployment          *appsv1ac.DeploymentApplyConfiguration
+	Service             *corev1ac.ServiceApplyConfiguration
+	PodDisruptionBudget *policyv1ac.PodDisruptionBudgetApplyConfiguration
+	// HorizontalPodAutoscaler is nil unless the ProxyConfig sets
+	// autoscaling.
+	HorizontalPodAutoscaler *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration
 }
 
 // Render builds the objects of Gateway gw with the effective ProxyConfig
-// spec pc. It is pure: equal inputs give equal objects.
+// spec pc. It is pure: equal inputs give equal objects. A spec the
+// translator refuses (see the package doc) is an error, never objects the
+// API server would refuse.
 func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Params) (*Objects, error) {
 	name := Name(gw.Name)
 	ns := gw.Namespace
@@ -64,18 +73,6 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 	files, err := BootstrapFiles(ns, gw.Name, pc, p)
 	if err != nil {
 		return nil, err
-	}
-	image := pc.Image
-	if image == "" {
-		image = v1alpha1.DefaultEnvoyImage
-	}
-	replicas := DefaultReplicas
-	if pc.Replicas != nil {
-		replicas = *pc.Replicas
-	}
-	logLevel := pc.LogLevel
-	if logLevel == "" {
-		logLevel = DefaultLogLevel
 	}
 	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
 
@@ -87,81 +84,30 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 		WithLabels(meta.labels).WithAnnotations(meta.annotations).WithOwnerReferences(meta.owner).
 		WithData(files)
 
-	container := corev1ac.Container().
-		WithName("envoy").
-		WithImage(image).
-		WithArgs("--config-path", bootstrapDir+"/"+bootstrapFile,
-			"--service-cluster", ns+"/"+gw.Name,
-			"--service-node", "$(POD_NAME)",
-			"--log-level", logLevel,
-			"--drain-strategy", "immediate").
-		WithEnv(corev1ac.EnvVar().WithName("POD_NAME").WithValueFrom(
-			corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("metadata.name")))).
-		WithVolumeMounts(
-			corev1ac.VolumeMount().WithName("bootstrap").WithMountPath(bootstrapDir).WithReadOnly(true),
-			corev1ac.VolumeMount().WithName("xds-cert").WithMountPath(xdsCertDir).WithReadOnly(true)).
-		WithReadinessProbe(corev1ac.Probe().
-			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/ready").WithPort(intstr.FromInt32(readyPort))).
-			WithPeriodSeconds(5).WithFailureThreshold(2)).
-		WithSecurityContext(corev1ac.SecurityContext().
-			WithAllowPrivilegeEscalation(false).
-			WithReadOnlyRootFilesystem(true).
-			WithRunAsNonRoot(true).
-			WithRunAsUser(envoyUID).
-			WithRunAsGroup(envoyUID).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
-	for _, port := range ports {
-		container.WithPorts(corev1ac.ContainerPort().WithName(portName(port)).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP))
+	tmpl, err := podTemplate(gw, pc, ports, p)
+	if err != nil {
+		return nil, err
 	}
-	if pc.Resources != nil {
-		rr := corev1ac.ResourceRequirements()
-		if len(pc.Resources.Requests) > 0 {
-			rr.WithRequests(pc.Resources.Requests)
+	spec := appsv1ac.DeploymentSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+		// A rollout adds a Pod before removing one: never fewer ready
+		// proxies than wanted.
+		WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType).
+			WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+				WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromString("25%")))).
+		WithTemplate(tmpl)
+	if pc.Autoscaling == nil {
+		// With autoscaling the field is not in Portico's configuration:
+		// its owner is the HorizontalPodAutoscaler (see replicas.go).
+		replicas := DefaultReplicas
+		if pc.Replicas != nil {
+			replicas = *pc.Replicas
 		}
-		if len(pc.Resources.Limits) > 0 {
-			rr.WithLimits(pc.Resources.Limits)
-		}
-		container.WithResources(rr)
-	}
-
-	podLabels := map[string]string{}
-	for k, v := range meta.labels {
-		podLabels[k] = v
+		spec.WithReplicas(replicas)
 	}
 	dep := appsv1ac.Deployment(name, ns).
 		WithLabels(meta.labels).WithAnnotations(meta.annotations).WithOwnerReferences(meta.owner).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(replicas).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
-			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType).
-				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
-					WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromString("25%")))).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(podLabels).WithAnnotations(meta.annotations).
-				WithSpec(corev1ac.PodSpec().
-					WithServiceAccountName(name).
-					WithAutomountServiceAccountToken(false).
-					WithTerminationGracePeriodSeconds(30).
-					WithSecurityContext(corev1ac.PodSecurityContext().
-						// The kubelet makes Secret files root-owned; with
-						// fsGroup their group is Envoy's, so the 0440
-						// client key is readable by Envoy and nobody else.
-						WithFSGroup(envoyUID).
-						// Envoy runs as non-root and still binds listener
-						// ports below 1024.
-						WithSysctls(corev1ac.Sysctl().WithName("net.ipv4.ip_unprivileged_port_start").WithValue("0")).
-						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-					WithAffinity(corev1ac.Affinity().WithPodAntiAffinity(corev1ac.PodAntiAffinity().
-						WithPreferredDuringSchedulingIgnoredDuringExecution(corev1ac.WeightedPodAffinityTerm().
-							WithWeight(100).
-							WithPodAffinityTerm(corev1ac.PodAffinityTerm().
-								WithTopologyKey(corev1.LabelHostname).
-								WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(labels)))))).
-					WithContainers(container).
-					WithVolumes(
-						corev1ac.Volume().WithName("bootstrap").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(name)),
-						corev1ac.Volume().WithName("xds-cert").WithSecret(corev1ac.SecretVolumeSource().
-							WithSecretName(ClientCertSecretName(gw.Name)).WithDefaultMode(0o440))))))
+		WithSpec(spec)
 
 	svcType := pc.Service.Type
 	if svcType == "" {
@@ -186,7 +132,16 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 		// a Service whose address can be reported.
 		svc.Spec.WithPorts(corev1ac.ServicePort().WithName("none").WithPort(1).WithTargetPort(intstr.FromInt32(1)))
 	}
-	return &Objects{ServiceAccount: sa, ConfigMap: cm, Deployment: dep, Service: svc}, nil
+
+	pdb, err := disruptionBudget(name, ns, meta, labels, pc)
+	if err != nil {
+		return nil, err
+	}
+	hpa, err := autoscaler(name, ns, meta, pc)
+	if err != nil {
+		return nil, err
+	}
+	return &Objects{ServiceAccount: sa, ConfigMap: cm, Deployment: dep, Service: svc, PodDisruptionBudget: pdb, HorizontalPodAutoscaler: hpa}, nil
 }
 
 func portName(port int32) string { return "port-" + strconv.Itoa(int(port)) }
