@@ -177,11 +177,18 @@ func envoyContainer(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32
 }
 
 // agentContainer is the shutdown-manager sidecar (`portico proxy-agent`):
-// it drains Envoy through its admin interface when the preStop hook asks.
+// on SIGTERM it drains Envoy through its admin interface, and Envoy's
+// preStop hook waits for that drain. The drain waits for the connections
+// of the Gateway's listeners, not for those of the readiness and metrics
+// listeners (probes and scrapers keep coming).
 func agentContainer(pc v1alpha1.ProxyConfigSpec, p Params) *corev1ac.ContainerApplyConfiguration {
 	image := p.AgentImage
 	if image == "" {
 		image = DefaultAgentImage
+	}
+	ignore := strconv.Itoa(readyPort)
+	if port, ok := MetricsPort(pc); ok {
+		ignore += "," + strconv.Itoa(int(port))
 	}
 	return corev1ac.Container().
 		WithName(AgentContainerName).
@@ -190,7 +197,8 @@ func agentContainer(pc v1alpha1.ProxyConfigSpec, p Params) *corev1ac.ContainerAp
 			"--admin-address=127.0.0.1:"+strconv.Itoa(adminPort),
 			"--listen=:"+strconv.Itoa(int(AgentPort)),
 			"--drain-timeout="+DrainTimeout(pc).String(),
-			"--min-drain-duration="+MinDrainDuration(pc).String()).
+			"--min-drain-duration="+MinDrainDuration(pc).String(),
+			"--ignore-ports="+ignore).
 		WithPorts(corev1ac.ContainerPort().WithName("agent").WithContainerPort(AgentPort).WithProtocol(corev1.ProtocolTCP)).
 		WithSecurityContext(lockedDown()).
 		WithResources(corev1ac.ResourceRequirements().
