@@ -232,8 +232,13 @@ start_component kube-apiserver "$BINS/kube-apiserver" \
 
 wait_until "kube-apiserver /readyz at $SERVER" "$HELPER" readyz "$DIR"
 
+# One instance each, with leader election (its Lease proves it is up, see
+# below) on long timings: with the defaults (renew within 10s) one renewal
+# missed on a loaded machine makes it exit, leaving the cluster without
+# controllers.
 start_component kube-controller-manager "$BINS/kube-controller-manager" \
   --kubeconfig="$KUBECONFIG_PATH" \
+  --leader-elect-lease-duration=120s --leader-elect-renew-deadline=100s --leader-elect-retry-period=2s \
   --secure-port=0 \
   --controllers='*,-serviceaccount-token' \
   --use-service-account-credentials=false \
@@ -248,6 +253,7 @@ start_component kube-controller-manager "$BINS/kube-controller-manager" \
 
 start_component kube-scheduler "$BINS/kube-scheduler" \
   --kubeconfig="$KUBECONFIG_PATH" \
+  --leader-elect-lease-duration=120s --leader-elect-renew-deadline=100s --leader-elect-retry-period=2s \
   --secure-port=0 \
   --kube-api-qps=100 --kube-api-burst=200 \
   --profiling=false
