@@ -53,7 +53,7 @@ type clusterCount struct {
 func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 	b := &irBuilder{
 		t:        t,
-		gw:       &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name},
+		gw:       &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name, Proxy: g.settings},
 		clusters: map[string]*ir.Cluster{},
 		secrets:  map[string]*ir.Secret{},
 	}

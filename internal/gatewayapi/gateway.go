@@ -9,6 +9,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -67,6 +68,8 @@ type gatewayState struct {
 	// proxy is the effective ProxyConfig: the Gateway's own, else its
 	// class's; nil for defaults.
 	proxy *v1alpha1.ProxyConfigSpec
+	// settings are the IR's proxy settings from proxy (proxysettings.go).
+	settings *ir.ProxySettings
 	// expansion is the Envoy routes its attached routes make, and
 	// budgetHit whether a route was refused for its budget (budget.go).
 	expansion int
@@ -100,6 +103,8 @@ func (t *translator) processGateways() {
 				g.proxy = own
 			}
 		}
+		settings, settingsProblem := proxySettings(g.proxy)
+		g.settings = settings
 		switch {
 		case !cs.accepted:
 			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), fmt.Sprintf("GatewayClass %q is not accepted: %s", cs.obj.Name, cs.problem.message)}
@@ -107,6 +112,8 @@ func (t *translator) processGateways() {
 			g.invalid = &problem{string(gwv1.GatewayReasonUnsupportedAddress), "spec.addresses is not supported: Portico does not assign addresses to Gateways"}
 		case paramsProblem != nil:
 			g.invalid = paramsProblem
+		case settingsProblem != nil:
+			g.invalid = settingsProblem
 		case gw.Spec.TLS != nil:
 			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), "spec.tls (frontend client validation, backend client certificate) is not supported"}
 		}

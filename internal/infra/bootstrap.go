@@ -11,9 +11,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -29,7 +26,10 @@ const xdsClusterName = "xds_cluster"
 // Bootstrap renders the Envoy bootstrap of Gateway ns/gw's proxies as JSON:
 // node.cluster names the Gateway, configuration comes by ADS over Delta gRPC
 // from the controller's xDS Service with mutual TLS, the admin interface
-// listens on localhost only, and a readiness listener answers /ready.
+// listens on localhost only, a readiness listener answers /ready, a
+// metrics listener /stats/prometheus (metrics_listener.go), and the
+// overload manager caps connections and, with a memory limit, watches the
+// heap (overload.go).
 func Bootstrap(ns, gw string, pc v1alpha1.ProxyConfigSpec, p Params) (string, error) {
 	files, err := BootstrapFiles(ns, gw, pc, p)
 	if err != nil {
@@ -154,7 +154,11 @@ func bootstrap(ns, gw string, pc v1alpha1.ProxyConfigSpec, p Params) (string, er
 	if err != nil {
 		return "", err
 	}
-	readyHCM, err := readyListenerHCM()
+	listeners, err := staticListeners(pc)
+	if err != nil {
+		return "", err
+	}
+	overload, err := overloadManager(pc)
 	if err != nil {
 		return "", err
 	}
@@ -164,16 +168,10 @@ func bootstrap(ns, gw string, pc v1alpha1.ProxyConfigSpec, p Params) (string, er
 		DynamicResources: adsResources(),
 		LayeredRuntime:   envoyRuntime(),
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
-			Clusters: []*clusterv3.Cluster{adminCluster(), xds},
-			Listeners: []*listenerv3.Listener{{
-				Name:    "portico-ready",
-				Address: socket("0.0.0.0", readyPort),
-				FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
-					Name:       "envoy.filters.network.http_connection_manager",
-					ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: readyHCM},
-				}}}},
-			}},
+			Clusters:  []*clusterv3.Cluster{adminCluster(), xds},
+			Listeners: listeners,
 		},
+		OverloadManager: overload,
 	}
 	if err := b.ValidateAll(); err != nil {
 		return "", fmt.Errorf("infra: bootstrap of %s/%s: %w", ns, gw, err)
@@ -186,7 +184,8 @@ func bootstrap(ns, gw string, pc v1alpha1.ProxyConfigSpec, p Params) (string, er
 }
 
 // adminClusterName is the static cluster of Envoy's own admin interface,
-// on loopback; only the readiness listener routes to it, and only /ready.
+// on loopback; only the readiness and metrics listeners route to it, each
+// one path (metrics_listener.go).
 const adminClusterName = "portico_admin"
 
 func adminCluster() *clusterv3.Cluster {
@@ -203,40 +202,22 @@ func adminCluster() *clusterv3.Cluster {
 	}
 }
 
-// readyListenerHCM answers GET /ready (the Pod's readiness probe) with
-// Envoy's own readiness: the admin interface's /ready, which is 200 only
-// in server state LIVE (initial configuration applied) and 503 while
-// initializing or draining. Nothing else of the admin interface is
-// reachable through it. Static listeners accept connections only once
-// Envoy's initialization is done, and that waits for xDS (see
-// adsResources), so before its configuration has arrived a proxy refuses
-// the probe.
-func readyListenerHCM() (*anypb.Any, error) {
-	router, err := anypb.New(&routerv3.Router{})
+// staticListeners are the readiness listener and, unless disabled, the
+// metrics listener of a provisioned proxy (metrics_listener.go).
+func staticListeners(pc v1alpha1.ProxyConfigSpec) ([]*listenerv3.Listener, error) {
+	ready, err := readyListener()
 	if err != nil {
 		return nil, err
 	}
-	return anypb.New(&hcmv3.HttpConnectionManager{
-		StatPrefix: "portico_ready",
-		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
-			Name: "portico-ready",
-			VirtualHosts: []*routev3.VirtualHost{{
-				Name:    "ready",
-				Domains: []string{"*"},
-				Routes: []*routev3.Route{{
-					Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/ready"}},
-					Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-						ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: adminClusterName},
-						Timeout:          durationpb.New(time.Second),
-					}},
-				}},
-			}},
-		}},
-		HttpFilters: []*hcmv3.HttpFilter{{
-			Name:       "envoy.filters.http.router",
-			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router},
-		}},
-	})
+	out := []*listenerv3.Listener{ready}
+	metrics, err := provisionedMetricsListener(pc)
+	if err != nil {
+		return nil, err
+	}
+	if metrics != nil {
+		out = append(out, metrics)
+	}
+	return out, nil
 }
 
 func socket(addr string, port uint32) *corev3.Address {

@@ -10,11 +10,14 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
 )
 
 // StandaloneTLS is how an Envoy run by hand connects to `portico
@@ -37,17 +40,43 @@ type StandaloneTLS struct {
 // on adminAddress (keep it on loopback). It is what `portico bootstrap`
 // prints.
 func StandaloneBootstrap(gateway, nodeID, xdsAddress, adminAddress string, tlsOpts *StandaloneTLS) (string, error) {
-	host, port, err := hostPort(xdsAddress)
+	return StandaloneBootstrapWith(StandaloneOptions{
+		Gateway: gateway, NodeID: nodeID, XDSAddress: xdsAddress, AdminAddress: adminAddress, TLS: tlsOpts,
+	})
+}
+
+// StandaloneOptions are the settings of StandaloneBootstrapWith.
+type StandaloneOptions struct {
+	// Gateway is ns/name (node.cluster), NodeID the Envoy's node.id.
+	Gateway, NodeID string
+	// XDSAddress is host:port of `portico standalone`'s xDS server,
+	// AdminAddress that of Envoy's admin interface.
+	XDSAddress, AdminAddress string
+	// TLS, when set, is how xDS is secured (plaintext otherwise).
+	TLS *StandaloneTLS
+	// MetricsAddress, when set, is host:port of a metrics listener that
+	// serves /stats/prometheus of the admin interface and nothing else of
+	// it (metrics_listener.go), e.g. 127.0.0.1:19090 as in the
+	// quickstart's bootstrap.
+	MetricsAddress string
+}
+
+// StandaloneBootstrapWith is StandaloneBootstrap with a metrics listener
+// when o.MetricsAddress is set. Like every bootstrap Portico writes, it
+// caps client connections (overload.go; no heap limit: a process run by
+// hand has no container memory limit Portico knows of).
+func StandaloneBootstrapWith(o StandaloneOptions) (string, error) {
+	host, port, err := hostPort(o.XDSAddress)
 	if err != nil {
 		return "", fmt.Errorf("infra: xDS address: %w", err)
 	}
-	adminHost, adminPort, err := hostPort(adminAddress)
+	adminHost, adminPort, err := hostPort(o.AdminAddress)
 	if err != nil {
 		return "", fmt.Errorf("infra: admin address: %w", err)
 	}
 	var ts *corev3.TransportSocket
-	if tlsOpts != nil {
-		if ts, err = standaloneTransport(host, tlsOpts); err != nil {
+	if o.TLS != nil {
+		if ts, err = standaloneTransport(host, o.TLS); err != nil {
 			return "", err
 		}
 	}
@@ -55,21 +84,50 @@ func StandaloneBootstrap(gateway, nodeID, xdsAddress, adminAddress string, tlsOp
 	if err != nil {
 		return "", err
 	}
+	static := &bootstrapv3.Bootstrap_StaticResources{Clusters: []*clusterv3.Cluster{xds}}
+	if o.MetricsAddress != "" {
+		mHost, mPort, err := hostPort(o.MetricsAddress)
+		if err != nil {
+			return "", fmt.Errorf("infra: metrics address: %w", err)
+		}
+		if mHost == adminHost && mPort == adminPort {
+			return "", fmt.Errorf("infra: the metrics address is the admin address")
+		}
+		metrics, err := metricsListener(mHost, mPort)
+		if err != nil {
+			return "", err
+		}
+		static.Clusters = append(static.Clusters, standaloneAdminCluster(adminHost, adminPort))
+		static.Listeners = []*listenerv3.Listener{metrics}
+	}
+	overload, err := overloadManager(v1alpha1.ProxyConfigSpec{})
+	if err != nil {
+		return "", err
+	}
 	b := &bootstrapv3.Bootstrap{
-		Node:             &corev3.Node{Id: nodeID, Cluster: gateway},
+		Node:             &corev3.Node{Id: o.NodeID, Cluster: o.Gateway},
 		Admin:            &bootstrapv3.Admin{Address: socket(adminHost, adminPort)},
 		DynamicResources: adsResources(),
 		LayeredRuntime:   envoyRuntime(),
-		StaticResources:  &bootstrapv3.Bootstrap_StaticResources{Clusters: []*clusterv3.Cluster{xds}},
+		StaticResources:  static,
+		OverloadManager:  overload,
 	}
 	if err := b.ValidateAll(); err != nil {
-		return "", fmt.Errorf("infra: standalone bootstrap of %s: %w", gateway, err)
+		return "", fmt.Errorf("infra: standalone bootstrap of %s: %w", o.Gateway, err)
 	}
 	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(b)
 	if err != nil {
 		return "", err
 	}
 	return string(out) + "\n", nil
+}
+
+// standaloneAdminCluster is the admin cluster (bootstrap.go) of an admin
+// interface on host:port.
+func standaloneAdminCluster(host string, port uint32) *clusterv3.Cluster {
+	c := adminCluster()
+	c.LoadAssignment.Endpoints[0].LbEndpoints[0].GetEndpoint().Address = socket(host, port)
+	return c
 }
 
 // standaloneTransport is the TLS transport socket of StandaloneTLS.

@@ -20,6 +20,9 @@ type Gateway struct {
 	// Secrets are the TLS certificates referenced by filter chains, sorted by
 	// Name.
 	Secrets []*Secret
+	// Proxy are the settings of all listeners and clusters (access logs,
+	// timeouts, circuit breakers); nil means the defaults.
+	Proxy *ProxySettings
 }
 
 // Key is "<namespace>/<name>", the identity proxies present as node.cluster.

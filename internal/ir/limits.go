@@ -9,3 +9,15 @@ const (
 	// MaxHeaderNameBytes is the longest header name Portico accepts.
 	MaxHeaderNameBytes = 256
 )
+
+// Limits of access-log formats (ProxyConfig accessLog).
+const (
+	// MaxAccessLogFields is the most fields a JSON access log has.
+	MaxAccessLogFields = 64
+	// MaxAccessLogValueBytes is the longest value of a JSON access-log
+	// field, and MaxAccessLogNameBytes the longest name.
+	MaxAccessLogValueBytes = 1024
+	MaxAccessLogNameBytes  = 256
+	// MaxAccessLogTextBytes is the longest text access-log format.
+	MaxAccessLogTextBytes = 4096
+)

@@ -11,6 +11,32 @@
 // listener may instead get one RouteConfiguration per hostname, selected by
 // Envoy's scoped RDS (split.go): a change of one route then sends that
 // hostname's table only, instead of the listener's whole table.
+//
+// Proxy settings (ir.Gateway.Proxy, from the Gateway's ProxyConfig; see
+// settings.go and accesslog.go), with their defaults:
+//
+//   - Access log: every HTTP connection manager Portico generates logs
+//     each request to the proxy's standard output
+//     (envoy.access_loggers.stdout), by default one JSON object per line
+//     with DefaultAccessLogFields (start_time, method, path as the client
+//     sent it, protocol, response_code, response_flags, bytes_received,
+//     bytes_sent, duration, upstream_service_time, x_forwarded_for,
+//     user_agent, request_id, authority, upstream_host,
+//     upstream_cluster, route_name); or the ProxyConfig's JSON fields,
+//     or its text format (Envoy's default text format when it names
+//     none), or nothing when disabled. The static readiness and metrics
+//     listeners of the bootstrap do not log.
+//   - Timeouts of every HTTP connection manager: request headers within
+//     10 s (request_headers_timeout), a stream idle for 5 min is reset
+//     (stream_idle_timeout), a client connection without streams is
+//     closed after 1 h (idle_timeout); 0 disables one. Every cluster
+//     connects within 5 s (connect_timeout).
+//   - Circuit breakers of every cluster (default priority, per proxy):
+//     1024 connections, 1024 pending requests, 1024 requests, 3
+//     concurrent retries.
+//
+// Settings apply to the whole Gateway: a Translator re-translates every
+// listener and cluster of a Gateway whose settings changed.
 package translate
 
 import (

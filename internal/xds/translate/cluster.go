@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
-	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -16,7 +15,6 @@ import (
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/portico-dev/portico/internal/ir"
 )
@@ -24,14 +22,11 @@ import (
 // Parts shared by every cluster. Messages are never modified once built,
 // and encoding is safe for concurrent use, so clusters may share them.
 var (
-	edsClusterType       = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
-	sharedADS            = adsConfigSource()
-	sharedConnectTimeout = durationpb.New(connectTimeout)
+	edsClusterType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+	sharedADS      = adsConfigSource()
 )
 
 const (
-	// connectTimeout bounds the TCP (and TLS) connect to an endpoint.
-	connectTimeout = 10 * time.Second
 	// httpProtocolOptionsKey is the typed_extension_protocol_options key of
 	// upstream HTTP options.
 	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
@@ -261,8 +256,9 @@ func (t *translator) clusterEntry(c *ir.Cluster) (*entry, error) {
 			EdsConfig:   sharedADS,
 			ServiceName: c.Name,
 		},
-		ConnectTimeout: sharedConnectTimeout,
-		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
+		ConnectTimeout:  t.settings.connectTimeout,
+		LbPolicy:        clusterv3.Cluster_ROUND_ROBIN,
+		CircuitBreakers: t.settings.circuitBreakers,
 	}
 	switch c.Protocol {
 	case ir.UpstreamHTTP2:

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -15,15 +14,12 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/portico-dev/portico/internal/ir"
 )
 
 const (
-	// downstreamIdleTimeout closes client connections with no active stream.
-	downstreamIdleTimeout = time.Hour
 	// perConnectionBufferLimit follows Envoy's edge-proxy best practices.
 	perConnectionBufferLimit = 32 * 1024
 	// transportProtocolTLS is set by the TLS inspector on TLS connections.
@@ -268,7 +264,7 @@ func (t *translator) hcmFilter(statPrefix string, fc *ir.FilterChain, router *an
 	if err != nil {
 		return nil, err
 	}
-	hcm := newHCM(statPrefix, router)
+	hcm := t.newHCM(statPrefix, router)
 	hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 		ConfigSource:    adsConfigSource(),
 		RouteConfigName: rdsName,
@@ -276,8 +272,10 @@ func (t *translator) hcmFilter(statPrefix string, fc *ir.FilterChain, router *an
 	return hcmNetworkFilter(hcm)
 }
 
-// newHCM is an HTTP connection manager without its route specifier.
-func newHCM(statPrefix string, router *anypb.Any) *hcmv3.HttpConnectionManager {
+// newHCM is an HTTP connection manager without its route specifier, with
+// the Gateway's access logs and timeouts.
+func (t *translator) newHCM(statPrefix string, router *anypb.Any) *hcmv3.HttpConnectionManager {
+	s := t.settings
 	return &hcmv3.HttpConnectionManager{
 		CodecType:  hcmv3.HttpConnectionManager_AUTO,
 		StatPrefix: statPrefix,
@@ -292,8 +290,11 @@ func newHCM(statPrefix string, router *anypb.Any) *hcmv3.HttpConnectionManager {
 		PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT,
 		ServerHeaderTransformation:   hcmv3.HttpConnectionManager_PASS_THROUGH,
 		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{
-			IdleTimeout: durationpb.New(downstreamIdleTimeout),
+			IdleTimeout: s.connectionIdle,
 		},
+		RequestHeadersTimeout: s.requestHeaders,
+		StreamIdleTimeout:     s.streamIdle,
+		AccessLog:             s.accessLogs,
 		Http2ProtocolOptions: &corev3.Http2ProtocolOptions{
 			MaxConcurrentStreams:        wrapperspb.UInt32(100),
 			InitialStreamWindowSize:     wrapperspb.UInt32(64 * 1024),

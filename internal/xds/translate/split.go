@@ -103,7 +103,7 @@ func (t *translator) scopedHCMFilter(name, statPrefix string, fc *ir.FilterChain
 	if err := rb.addSplit(name, fc.RouteConfig); err != nil {
 		return nil, err
 	}
-	hcm := newHCM(statPrefix, router)
+	hcm := t.newHCM(statPrefix, router)
 	hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_ScopedRoutes{ScopedRoutes: &hcmv3.ScopedRoutes{
 		Name:            name,
 		ScopeKeyBuilder: hostScopeKeyBuilder(),

@@ -53,8 +53,17 @@ func TranslateWith(gw *ir.Gateway, opts Options) (*Resources, error) {
 }
 
 func translateWith(gw *ir.Gateway, memo *gatewayMemo, opts Options) (*Resources, *gatewayMemo, error) {
+	if memo.src != nil && !sameSettings(memo.src.Proxy, gw.Proxy) {
+		// Every listener and cluster depends on the settings: nothing of
+		// the previous translation is reused.
+		memo = &gatewayMemo{buf: memo.buf}
+	}
 	t := &translator{gw: gw, key: gw.Key(), opts: opts, memo: memo, next: newGatewayMemo(gw)}
 	t.hs.buf = memo.buf
+	var err error
+	if t.settings, err = newSettings(gw.Proxy); err != nil {
+		return nil, nil, fmt.Errorf("translate gateway %s: %w", t.key, err)
+	}
 	res, err := t.translate()
 	if err != nil {
 		return nil, nil, fmt.Errorf("translate gateway %s: %w", t.key, err)
@@ -67,6 +76,9 @@ type translator struct {
 	gw   *ir.Gateway
 	key  string
 	opts Options
+	// settings are the Gateway's access logs, timeouts and circuit
+	// breakers (settings.go).
+	settings *settings
 	// clusters holds the names of gw.Clusters.
 	clusters map[string]bool
 	// secrets holds the names of gw.Secrets.
