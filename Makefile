@@ -72,6 +72,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzAddYAML$$' -fuzztime $(FUZZTIME) ./internal/resource/
 	$(GO) test -run '^$$' -fuzz '^FuzzTranslate$$' -fuzztime $(FUZZTIME) ./internal/gatewayapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzChain$$' -fuzztime $(FUZZTIME) ./internal/gatewayapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzAccessLogFormat$$' -fuzztime $(FUZZTIME) ./internal/gatewayapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzTranslate$$' -fuzztime $(FUZZTIME) ./internal/xds/translate/
 
 ## bench: translation benchmarks at 100, 1,000 and 10,000 HTTPRoutes

@@ -16,10 +16,11 @@ import (
 // --xds-client-ca (the controller provisions its proxies' bootstraps
 // itself, with mutual TLS).
 func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("bootstrap", "bootstrap --gateway NS/NAME [--xds-address 127.0.0.1:18000] [--xds-ca FILE [--xds-client-cert FILE --xds-client-key FILE] [--xds-server-name NAME]] [--admin-address 127.0.0.1:9901] [--node-id ID]", stderr)
+	fs := newFlagSet("bootstrap", "bootstrap --gateway NS/NAME [--xds-address 127.0.0.1:18000] [--xds-ca FILE [--xds-client-cert FILE --xds-client-key FILE] [--xds-server-name NAME]] [--admin-address 127.0.0.1:9901] [--metrics-address HOST:PORT] [--node-id ID]", stderr)
 	gateway := fs.String("gateway", "", "the Gateway `ns/name` whose configuration the Envoy gets (node.cluster; required)")
 	xdsAddr := fs.String("xds-address", "127.0.0.1:18000", "`host:port` of portico standalone's xDS server")
 	adminAddr := fs.String("admin-address", "127.0.0.1:9901", "`host:port` of Envoy's admin interface (keep it on loopback)")
+	metricsAddr := fs.String("metrics-address", "", "`host:port` of a listener serving only /stats/prometheus of the admin interface (e.g. 127.0.0.1:19090; default: none)")
 	host, _ := os.Hostname()
 	nodeID := fs.String("node-id", "envoy-"+host, "node.id of the Envoy, unique per Envoy")
 	caFile := fs.String("xds-ca", "", "PEM `file` of the CA of the xDS server's certificate: connect over TLS (standalone's --xds-tls-cert)")
@@ -57,7 +58,8 @@ func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "portico bootstrap: --xds-client-cert, --xds-client-key and --xds-server-name need --xds-ca")
 		return exitUsage
 	}
-	out, err := infra.StandaloneBootstrap(*gateway, *nodeID, *xdsAddr, *adminAddr, tlsOpts)
+	out, err := infra.StandaloneBootstrapWith(infra.StandaloneOptions{Gateway: *gateway, NodeID: *nodeID,
+		XDSAddress: *xdsAddr, AdminAddress: *adminAddr, TLS: tlsOpts, MetricsAddress: *metricsAddr})
 	if err != nil {
 		fmt.Fprintf(stderr, "portico bootstrap: %v\n", err)
 		return exitUsage

@@ -48,18 +48,29 @@
 //     after 3 failures, so a draining proxy leaves its Service's endpoints
 //     within seconds.
 //
-// Drain: when a proxy Pod terminates, the kubelet runs Envoy's preStop
-// hook, an HTTP GET of /shutdown/wait on the shutdown-manager sidecar
-// (`portico proxy-agent`, AgentPort). The sidecar fails Envoy's readiness
-// through the admin interface (loopback), so the endpoint is removed;
-// keeps the proxy accepting for minDrainDuration while load balancers
-// catch up; drains Envoy's listeners (Envoy runs with --drain-strategy
-// immediate and --drain-time-s of drainTimeout); and answers the hook
-// when no downstream connection is left, or at drainTimeout. Then the
-// kubelet sends Envoy SIGTERM. terminationGracePeriodSeconds is
-// drainTimeout plus 10s (TerminationGracePeriod), so the wait is never cut
-// short. The sidecar has no preStop hook: it receives SIGTERM when the Pod
-// starts terminating and keeps serving the drain until it ends.
+// Drain (internal/proxyagent has the details): when a proxy Pod
+// terminates, the kubelet sends SIGTERM to the shutdown-manager sidecar
+// (`portico proxy-agent`, which has no preStop hook) and runs Envoy's
+// preStop hook, an HTTP GET of the sidecar's /shutdown/wait (AgentPort),
+// at the same time. SIGTERM makes the sidecar fail Envoy's health check
+// through the admin interface (loopback): /ready answers 503, the
+// endpoint is removed, and Envoy (--drain-strategy immediate,
+// --drain-time-s of drainTimeout) closes connections gracefully while it
+// goes on accepting and serving. After minDrainDuration, once no
+// connection is left on the Gateway's listeners (those of the readiness
+// and metrics ports are not waited for) or at drainTimeout, the hook is
+// answered and the kubelet sends Envoy SIGTERM.
+// terminationGracePeriodSeconds is drainTimeout plus 10s
+// (TerminationGracePeriod), so the wait is never cut short.
+//
+// Bootstrap (bootstrap.go): xDS by ADS over mutual TLS; the admin
+// interface on loopback; the readiness listener (readyPort) serving only
+// /ready; the metrics listener on MetricsPort (19090) serving only
+// /stats/prometheus (metrics_listener.go); the overload manager
+// (overload.go): client connections capped at maxDownstreamConnections
+// (50000) and, with a memory limit, a heap of maxHeapPercent (90) of it,
+// shrunk from 90% of that, keep-alive off and new requests refused with
+// 503 from 95%, new connections refused from 98%.
 //
 // Provisioned names are derived from Gateway names (Name) and can collide;
 // an object is written for a Gateway only if it is absent or controlled by
