@@ -73,6 +73,9 @@ type EnvoyOptions struct {
 	// Dial, if set, is how the admin interface is reached (e.g.
 	// Netns.DialContext for an Envoy in a network namespace).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Stdout and Stderr, if set, also get Envoy's output (access logs go
+	// to stdout; its own log goes to LogPath), as a container's log.
+	Stdout, Stderr io.Writer
 }
 
 // Envoy is a running Envoy process.
@@ -155,7 +158,12 @@ func LaunchEnvoy(opts EnvoyOptions) (*Envoy, error) {
 		argv = opts.Wrap(argv)
 	}
 	e.argv = argv
-	if e.Process, err = LaunchProcess("envoy", dir, argv, opts.Env...); err != nil {
+	if opts.Stdout == nil && opts.Stderr == nil {
+		e.Process, err = LaunchProcess("envoy", dir, argv, opts.Env...)
+	} else {
+		e.Process, err = launchTee("envoy", dir, argv, opts.Env, opts.Stdout, opts.Stderr)
+	}
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

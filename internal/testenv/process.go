@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,36 @@ func LaunchProcess(name, dir string, argv []string, env ...string) (*Process, er
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
+	p, err := LaunchCommand(name, cmd)
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
+	p.OutPath = outPath
+	go func() {
+		<-p.exited
+		out.Close()
+	}()
+	return p, nil
+}
+
+// launchTee is LaunchProcess with the output also written to stdout and
+// stderr (either may be nil).
+func launchTee(name, dir string, argv, env []string, stdout, stderr io.Writer) (*Process, error) {
+	outPath := filepath.Join(dir, name+".out")
+	out, err := os.Create(outPath)
+	if err != nil {
+		return nil, err
+	}
+	tee := func(w io.Writer) io.Writer {
+		if w == nil {
+			return out
+		}
+		return io.MultiWriter(out, w)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = tee(stdout), tee(stderr)
 	p, err := LaunchCommand(name, cmd)
 	if err != nil {
 		out.Close()

@@ -65,6 +65,7 @@ func (r *EnvoyRuntime) Start(c *Container, sb *Sandbox) (Process, error) {
 	}
 	e, err := testenv.LaunchEnvoy(testenv.EnvoyOptions{
 		Binary: r.Binary, ConfigPath: cfg, Args: rest, Wrap: wrap, Env: c.Env, Dial: sb.Netns.DialContext,
+		Stdout: sb.Stdout, Stderr: sb.Stderr,
 	})
 	if err != nil {
 		return nil, err
