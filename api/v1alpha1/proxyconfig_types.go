@@ -104,9 +104,9 @@ type ProxyConfigSpec struct {
 	// GatewayOverrides bounds what the ProxyConfig of a Gateway of the
 	// class may change. It is read in the ProxyConfig a GatewayClass
 	// references and ignored in a Gateway's own. When absent, Gateways may
-	// set replicas, resources, logLevel and service.addressFromClusterIP,
-	// and narrow service.type; not image, service annotations or a wider
-	// Service type.
+	// set DefaultOverridableFields (replicas, resources, logLevel,
+	// service.addressFromClusterIP, autoscaling, accessLog) and narrow
+	// service.type, nothing else.
 	// +optional
 	GatewayOverrides *GatewayOverrides `json:"gatewayOverrides,omitempty"`
 }

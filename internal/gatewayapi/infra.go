@@ -38,6 +38,12 @@ func (t *translator) classParams(ref *gwv1.ParametersReference) (*v1alpha1.Proxy
 		return nil, &problem{string(gwv1.GatewayClassReasonInvalidParameters),
 			fmt.Sprintf("%s: ProxyConfig %s/%s does not exist", what, *ref.Namespace, ref.Name)}
 	}
+	if why := checkProxyContent(&pc.Spec); why != "" {
+		// The spec all the same: the class's Gateways keep the
+		// administrator's proxies, not the defaults (infra_limits.go).
+		return &pc.Spec, &problem{string(gwv1.GatewayClassReasonInvalidParameters),
+			fmt.Sprintf("%s: ProxyConfig %s/%s: %s", what, *ref.Namespace, ref.Name, why)}
+	}
 	return &pc.Spec, nil
 }
 

@@ -30,6 +30,31 @@ import (
 // InvalidParameters): never silently clamped, so that what runs is what
 // someone wrote.
 //
+// The fields added for production proxies (autoscaling,
+// podDisruptionBudget, placement, pod, shutdown, metrics, accessLog,
+// timeouts, circuitBreakers, overload) are replaced whole: a Gateway's
+// value, when set, is the effective one, if the class's bounds list the
+// field or the value is the class's (semantic equality; an empty value is
+// the same as none, but for autoscaling, where it turns on an
+// autoscaler). gatewayOverrides.maxReplicas bounds autoscaling.maxReplicas
+// as it bounds replicas (and so minReplicas, which may not exceed it).
+//
+// Content: a ProxyConfig whose values Portico cannot render as written
+// (autoscaling.minReplicas above maxReplicas, a budget with both
+// minAvailable and maxUnavailable or a malformed percentage, a metrics
+// port among the Pod's reserved ports, a drain shorter than its minimum
+// or a negative duration, invalid Pod labels, annotations or node
+// selector) is refused with a message naming the field, never clamped:
+// infra.CheckProxyConfig, the rule the reconciler applies too. A class's
+// makes the GatewayClass Accepted=False (InvalidParameters) and its
+// Gateways Invalid; their infra spec stays the class's, which the
+// reconciler does not render (what runs stays until the ProxyConfig is
+// fixed), never the defaults, which could expose the proxies more than
+// the administrator chose. A Gateway's makes the Gateway Accepted=False
+// (InvalidParameters), its proxies the class's. The access log, timeouts,
+// circuit breakers and overload are checked with the Gateway's effective
+// settings (proxysettings.go).
+//
 // A Gateway may always pick a Service type that exposes its proxies no
 // more than its class's (ClusterIP, then NodePort, then LoadBalancer, which
 // also opens node ports): that takes nothing the administrator did not
@@ -130,8 +155,12 @@ func imageAllowed(image string, allowed []string) bool {
 // boundedProxy merges a Gateway's ProxyConfig spec own over its class's
 // (nil: the defaults) within the class's bounds. It returns the effective
 // spec, or a message naming the first field (in spec order) that is out of
-// bounds. own.GatewayOverrides is ignored.
+// bounds or whose content is invalid (checkProxyContent). own.GatewayOverrides
+// is ignored.
 func boundedProxy(class, own *v1alpha1.ProxyConfigSpec) (*v1alpha1.ProxyConfigSpec, string) {
+	if why := checkProxyContent(own); why != "" {
+		return nil, why
+	}
 	b := boundsOf(class)
 	eff := &v1alpha1.ProxyConfigSpec{}
 	if class != nil {
@@ -206,5 +235,74 @@ func boundedProxy(class, own *v1alpha1.ProxyConfigSpec) (*v1alpha1.ProxyConfigSp
 		}
 		eff.LogLevel = own.LogLevel
 	}
+	if a := own.Autoscaling; a != nil && !equality.Semantic.DeepEqual(a, eff.Autoscaling) {
+		switch {
+		case !b.allows(v1alpha1.OverrideAutoscaling):
+			return notAllowed(v1alpha1.OverrideAutoscaling)
+		case b.maxReplicas != nil && a.MaxReplicas > *b.maxReplicas:
+			// minReplicas ≤ maxReplicas (checkProxyContent): bounded too.
+			return nil, fmt.Sprintf("spec.autoscaling.maxReplicas %d exceeds the maximum of %d (gatewayOverrides.maxReplicas; Gateways of the class may override: %s)", a.MaxReplicas, *b.maxReplicas, b.allowed())
+		}
+		eff.Autoscaling = a.DeepCopy()
+	}
+	// The other fields are replaced whole.
+	for _, f := range []struct {
+		field v1alpha1.OverridableField
+		set   bool
+		same  bool
+		take  func()
+	}{
+		{v1alpha1.OverrideDisruptionBudget, own.PodDisruptionBudget != nil, sameValue(own.PodDisruptionBudget, eff.PodDisruptionBudget),
+			func() { eff.PodDisruptionBudget = own.PodDisruptionBudget.DeepCopy() }},
+		{v1alpha1.OverridePlacement, own.Placement != nil, sameValue(own.Placement, eff.Placement),
+			func() { eff.Placement = own.Placement.DeepCopy() }},
+		{v1alpha1.OverridePod, own.Pod != nil, sameValue(own.Pod, eff.Pod),
+			func() { eff.Pod = own.Pod.DeepCopy() }},
+		{v1alpha1.OverrideShutdown, own.Shutdown != nil, sameValue(own.Shutdown, eff.Shutdown),
+			func() { eff.Shutdown = own.Shutdown.DeepCopy() }},
+		{v1alpha1.OverrideMetrics, own.Metrics != nil, sameValue(own.Metrics, eff.Metrics),
+			func() { eff.Metrics = own.Metrics.DeepCopy() }},
+		{v1alpha1.OverrideAccessLog, own.AccessLog != nil, sameValue(own.AccessLog, eff.AccessLog),
+			func() { eff.AccessLog = own.AccessLog.DeepCopy() }},
+		{v1alpha1.OverrideTimeouts, own.Timeouts != nil, sameValue(own.Timeouts, eff.Timeouts),
+			func() { eff.Timeouts = own.Timeouts.DeepCopy() }},
+		{v1alpha1.OverrideCircuitBreakers, own.CircuitBreakers != nil, sameValue(own.CircuitBreakers, eff.CircuitBreakers),
+			func() { eff.CircuitBreakers = own.CircuitBreakers.DeepCopy() }},
+		{v1alpha1.OverrideOverload, own.Overload != nil, sameValue(own.Overload, eff.Overload),
+			func() { eff.Overload = own.Overload.DeepCopy() }},
+	} {
+		if !f.set || f.same {
+			continue
+		}
+		if !b.allows(f.field) {
+			return notAllowed(f.field)
+		}
+		f.take()
+	}
 	return eff, ""
+}
+
+// sameValue reports whether a Gateway's value of a field replaced whole is
+// its class's: semantically equal, an empty value being the same as none
+// (the defaults).
+func sameValue[T any](own, class *T) bool {
+	var zero T
+	if own == nil {
+		own = &zero
+	}
+	if class == nil {
+		class = &zero
+	}
+	return equality.Semantic.DeepEqual(own, class)
+}
+
+// checkProxyContent checks the values of a ProxyConfig spec that Portico
+// renders into the proxies' objects (infra.CheckProxyConfig: the
+// reconciler renders nothing else), and returns a message naming the
+// first offending field, or "".
+func checkProxyContent(s *v1alpha1.ProxyConfigSpec) string {
+	if err := infra.CheckProxyConfig(*s); err != nil {
+		return err.Error()
+	}
+	return ""
 }

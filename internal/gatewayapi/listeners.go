@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/resource"
 )
@@ -130,6 +132,11 @@ func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec l
 
 	if spec.port < 1 || spec.port > 65535 {
 		l.invalid = &problem{string(gwv1.ListenerReasonPortUnavailable), fmt.Sprintf("port %d is out of range 1-65535", spec.port)}
+		l.unsupported = true
+		return l
+	}
+	if what := proxyPort(t.opts.Infrastructure, gw.proxy, int32(spec.port)); what != "" {
+		l.invalid = &problem{string(gwv1.ListenerReasonPortUnavailable), fmt.Sprintf("port %d is the provisioned proxies' %s", spec.port, what)}
 		l.unsupported = true
 		return l
 	}
@@ -465,4 +472,29 @@ func conflictMessage(l *listener) string {
 		return fmt.Sprintf("port %d is used by another listener of the Gateway with a different protocol", l.port)
 	}
 	return fmt.Sprintf("another listener of the Gateway uses port %d, protocol %s and hostname %s", l.port, l.protocol, host)
+}
+
+// proxyPort names what of a provisioned proxy listens on port ("" when
+// nothing does): Envoy could not bind a Gateway listener there, and the
+// failure would be the whole proxy's. Only when Portico provisions the
+// proxies (their bootstrap is Portico's); a standalone Envoy's bootstrap
+// is its operator's.
+func proxyPort(provisioned bool, pc *v1alpha1.ProxyConfigSpec, port int32) string {
+	if !provisioned {
+		return ""
+	}
+	names := []string{"admin interface", "readiness listener", "shutdown manager"}
+	for i, p := range infra.ReservedPorts() {
+		if p == port && i < len(names) {
+			return names[i] + " port"
+		}
+	}
+	spec := v1alpha1.ProxyConfigSpec{}
+	if pc != nil {
+		spec = *pc
+	}
+	if m, ok := infra.MetricsPort(spec); ok && m == port {
+		return "metrics port (ProxyConfig spec.metrics.port)"
+	}
+	return ""
 }

@@ -314,3 +314,31 @@ func TestGatewayClasses(t *testing.T) {
 	}
 	wantCond(t, status(t, res, KindGateway, "infra", "params").Gateway.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonInvalid))
 }
+
+// A listener on a port the provisioned proxies use themselves (admin,
+// readiness, shutdown manager, metrics) could not be bound: it is refused
+// with PortUnavailable when Portico provisions the proxies, and the other
+// listeners are served; without provisioning the proxies' bootstrap is
+// their operator's and the port is allowed.
+func TestListenerOnProxyPort(t *testing.T) {
+	gw := gateway("infra", "gw", httpL("ok", 8080, ""),
+		httpL("admin", 19001, "a.example.com"), httpL("ready", 19002, "b.example.com"),
+		httpL("agent", 19003, "c.example.com"), httpL("metrics", 19090, "d.example.com"))
+	res := Translate(snapshot(gw), Options{ControllerName: testController, Now: testNow, Infrastructure: true})
+	for _, name := range []string{"admin", "ready", "agent", "metrics"} {
+		ls := listenerStatus(t, res, "infra", "gw", name)
+		wantCond(t, ls.Conditions, string(gwv1.ListenerConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerReasonPortUnavailable))
+	}
+	wantCond(t, listenerStatus(t, res, "infra", "gw", "ok").Conditions, string(gwv1.ListenerConditionAccepted), metav1.ConditionTrue, string(gwv1.ListenerReasonAccepted))
+	if len(res.Gateways) != 1 {
+		t.Fatalf("IR of %d Gateways, want the Gateway with its valid listener", len(res.Gateways))
+	}
+	for _, l := range res.Gateways[0].Listeners {
+		if l.Port != 8080 {
+			t.Errorf("listener on port %d served", l.Port)
+		}
+	}
+
+	res = translate(gw)
+	wantCond(t, listenerStatus(t, res, "infra", "gw", "ready").Conditions, string(gwv1.ListenerConditionAccepted), metav1.ConditionTrue, string(gwv1.ListenerReasonAccepted))
+}

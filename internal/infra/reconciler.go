@@ -125,7 +125,9 @@ func (r *Reconciler) SetReader(rd client.Reader) { r.cfg.Reader = rd }
 // objects changed is enqueued; one that disappeared is enqueued for removal.
 // A Gateway whose spec is the one of the previous call (the same Gateway
 // object, proxy configuration and ports) is not rendered again: a
-// translation caused by a route or an endpoint costs no rendering.
+// translation caused by a route or an endpoint costs no rendering. A spec
+// that fails CheckProxyConfig (the translator refused it) is not rendered:
+// the Gateway's objects stay as they are.
 func (r *Reconciler) Publish(specs []Spec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -137,6 +139,12 @@ func (r *Reconciler) Publish(specs []Spec) {
 		k := types.NamespacedName{Namespace: s.Gateway.Namespace, Name: s.Gateway.Name}
 		seen[k] = true
 		if old, ok := r.desired[k]; ok && sameSpec(&old.spec, &s) {
+			continue
+		}
+		if err := CheckProxyConfig(s.Proxy); err != nil {
+			// The Gateway's (or its class's) status says so; what runs
+			// stays until the ProxyConfig is fixed.
+			r.cfg.Log.Error("not rendering proxies of a refused ProxyConfig", "gateway", k, "err", err)
 			continue
 		}
 		objs, err := r.render(s.Gateway, s.Proxy, append([]int32(nil), s.Ports...), r.cfg.Params)

@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"reflect"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -59,6 +60,15 @@ func TestPublishRendersChangedSpecsOnly(t *testing.T) {
 	proxy := ports
 	proxy.Proxy = v1alpha1.ProxyConfigSpec{Replicas: ptr.To[int32](3)}
 	step("proxy", proxy, 1, 1)
+	// A ProxyConfig the translator refuses is not rendered: the objects
+	// that run stay the desired ones.
+	refused := proxy
+	refused.Proxy = v1alpha1.ProxyConfigSpec{Replicas: ptr.To[int32](3), Metrics: &v1alpha1.ProxyMetrics{Port: ptr.To[int32](19002)}}
+	step("refused", refused, 0, 0)
+	if d := r.desired[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}]; d == nil || !reflect.DeepEqual(d.spec.Proxy, proxy.Proxy) {
+		t.Errorf("after a refused spec, desired %+v, want the last accepted one", d)
+	}
+	step("accepted again", proxy, 0, 0)
 	// The Gateway goes away: enqueued for removal, nothing rendered.
 	renders = 0
 	r.Publish(nil)

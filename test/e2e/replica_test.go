@@ -41,7 +41,8 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 func (w *writeCounter) infraWrites() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.counts["deployments"] + w.counts["services"] + w.counts["configmaps"] + w.counts["serviceaccounts"]
+	return w.counts["deployments"] + w.counts["services"] + w.counts["configmaps"] + w.counts["serviceaccounts"] +
+		w.counts["poddisruptionbudgets"] + w.counts["horizontalpodautoscalers"]
 }
 
 // resourceOf extracts the resource of an API path:

@@ -393,6 +393,8 @@ func TestInstallRBAC(t *testing.T) {
 	grant(want, "portico.dev", []string{"proxyconfigs"}, read)
 	grant(want, "", []string{"services", "configmaps", "serviceaccounts", "secrets"}, read)
 	grant(want, "apps", []string{"deployments"}, read)
+	grant(want, "policy", []string{"poddisruptionbudgets"}, read)
+	grant(want, "autoscaling", []string{"horizontalpodautoscalers"}, read)
 	got := rulesOf("ClusterRole portico", cr.Rules)
 	check("ClusterRole portico", got, want)
 	for _, p := range sets.List(got) {
@@ -408,6 +410,8 @@ func TestInstallRBAC(t *testing.T) {
 	want = sets.New[string]()
 	grant(want, "", []string{"services", "configmaps", "serviceaccounts", "secrets"}, writes)
 	grant(want, "apps", []string{"deployments"}, writes)
+	grant(want, "policy", []string{"poddisruptionbudgets"}, writes)
+	grant(want, "autoscaling", []string{"horizontalpodautoscalers"}, writes)
 	check("ClusterRole portico-provisioner", rulesOf("ClusterRole portico-provisioner", prov.Rules), want)
 
 	// portico-pki: the CA and serving certificate Secrets, by name (create

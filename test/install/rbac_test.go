@@ -15,9 +15,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -110,6 +112,17 @@ func TestControllerWithChartRBAC(t *testing.T) {
 		},
 	}
 	f.create(tenantApp)
+	tenantPDB := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "tenant-app"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: tenantApp.Spec.Selector},
+	}
+	f.create(tenantPDB)
+	tenantHPA := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "tenant-app"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 3, ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{
+			APIVersion: "apps/v1", Kind: "Deployment", Name: tenantApp.Name}},
+	}
+	f.create(tenantHPA)
 	// Nothing the controller or client-go does may be refused. (Checked
 	// after the controller stopped, and also when the test failed.)
 	logStart := logs.Offset()
@@ -138,7 +151,8 @@ func TestControllerWithChartRBAC(t *testing.T) {
 		}
 		return f.statusesWritten()
 	})
-	proxies := []client.Object{&corev1.ServiceAccount{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &corev1.Secret{}}
+	proxies := []client.Object{&corev1.ServiceAccount{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{},
+		&policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}, &corev1.Secret{}}
 	name := infra.Name("gw")
 	nameOf := func(o client.Object) string {
 		if _, ok := o.(*corev1.Secret); ok {
@@ -204,6 +218,8 @@ func TestControllerWithChartRBAC(t *testing.T) {
 		Data:       map[string][]byte{corev1.TLSCertKey: []byte("c"), corev1.TLSPrivateKeyKey: []byte("k")},
 	}))
 	denied(t, "patch a tenant's Deployment", sa.Patch(ctx, tenantApp.DeepCopy(), patch))
+	denied(t, "patch a tenant's PodDisruptionBudget", sa.Patch(ctx, tenantPDB.DeepCopy(), patch))
+	denied(t, "delete a tenant's HorizontalPodAutoscaler", sa.Delete(ctx, tenantHPA.DeepCopy()))
 	denied(t, "delete a tenant's Service", sa.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "web"}}))
 	denied(t, "create another Secret in its own namespace", sa.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "portico-extra"}, StringData: map[string]string{"k": "v"}}))
@@ -356,12 +372,13 @@ func newWorld(ctx context.Context, t *testing.T, admin client.Client) *world {
 	w := &world{t: t, ctx: ctx, c: admin, ns: "rbac-" + id, class: "portico-" + id, controller: "portico.dev/rbac-" + id}
 	w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}})
 	// Proxies reachable at their ClusterIP: no load-balancer implementation
-	// in envtest.
+	// in envtest. Autoscaled: every kind Portico provisions is written.
 	w.create(&v1alpha1.ProxyConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "proxies"},
-		Spec: v1alpha1.ProxyConfigSpec{Service: v1alpha1.ProxyService{
-			Type: corev1.ServiceTypeClusterIP, AddressFromClusterIP: true,
-		}},
+		Spec: v1alpha1.ProxyConfigSpec{
+			Service:     v1alpha1.ProxyService{Type: corev1.ServiceTypeClusterIP, AddressFromClusterIP: true},
+			Autoscaling: &v1alpha1.ProxyAutoscaling{MaxReplicas: 3},
+		},
 	})
 	w.create(&gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: w.class},

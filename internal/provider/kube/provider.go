@@ -3,11 +3,12 @@
 //
 // The caches hold what translation and provisioning read, and no more: of
 // Secrets only those of type kubernetes.io/tls (SecretFieldSelector), of
-// Deployments, ConfigMaps and ServiceAccounts only those Portico
-// provisioned (its managed-by label), without managedFields. RBAC cannot
-// express these selections (the ServiceAccount may list every Secret);
-// they keep the rest of the cluster's Secrets out of the process's memory,
-// snapshots and debug views.
+// Deployments, ConfigMaps, ServiceAccounts, PodDisruptionBudgets and
+// HorizontalPodAutoscalers only those Portico provisioned (its managed-by
+// label), without managedFields. RBAC cannot express these selections
+// (the ServiceAccount may list every Secret); they keep the rest of the
+// cluster's Secrets out of the process's memory, snapshots and debug
+// views.
 //
 // Informer events update the cache (controller-runtime does that) and then
 // pass through a filter that says whether the event matters for
@@ -15,6 +16,16 @@
 // pipeline, which debounces and then asks for a snapshot. A status-only
 // change of one of our objects does not re-translate; it is handed to the
 // status writer, which corrects drift.
+//
+// Provisioned objects (a Gateway's ServiceAccount, ConfigMap, Deployment,
+// Service, PodDisruptionBudget and HorizontalPodAutoscaler) edited by
+// someone else or deleted are reported to Config.InfraObserve, so that
+// the leader restores them; their status changes are not (a Deployment's
+// rollout, an autoscaler's current metrics, a budget's allowed
+// disruptions are written every few seconds). Every kind Portico writes
+// must be cached, selected by its label: the reconciler lists and reads
+// them from the cache, and a kind missing from cacheOptions would be
+// informed lazily on first read, unselected, cluster-wide.
 //
 // Snapshots are built once per translation, not once per event, and cost
 // what changed, not the size of the cache: the first one lists every
@@ -36,8 +47,10 @@ import (
 	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -143,15 +156,17 @@ var SecretFieldSelector = fields.OneTermEqualSelector("type", string(corev1.Secr
 
 // cacheOptions are the informers' selections and transforms.
 func cacheOptions(cfg Config) cache.Options {
-	// Of Deployments, ConfigMaps and ServiceAccounts only those Portico
+	// Of the kinds Portico provisions but Services only those it
 	// provisioned are watched.
 	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{infra.LabelManagedBy: infra.ManagedByValue})}
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:     ours,
-			&corev1.ConfigMap{}:      ours,
-			&corev1.ServiceAccount{}: ours,
-			&corev1.Secret{}:         {Field: SecretFieldSelector},
+			&appsv1.Deployment{}:                     ours,
+			&corev1.ConfigMap{}:                      ours,
+			&corev1.ServiceAccount{}:                 ours,
+			&policyv1.PodDisruptionBudget{}:          ours,
+			&autoscalingv2.HorizontalPodAutoscaler{}: ours,
+			&corev1.Secret{}:                         {Field: SecretFieldSelector},
 		},
 		Scheme: cfg.Scheme,
 		// Nothing of ours reads managedFields; they are most of the size
@@ -198,6 +213,8 @@ func (p *Provider) kinds() []watched {
 		{obj: &appsv1.Deployment{}, kind: "Deployment", input: resource.KindDeployment, infra: true, matters: deploymentMatters},
 		{obj: &corev1.ConfigMap{}, kind: "ConfigMap", infra: true, referenced: never},
 		{obj: &corev1.ServiceAccount{}, kind: "ServiceAccount", infra: true, referenced: never},
+		{obj: &policyv1.PodDisruptionBudget{}, kind: "PodDisruptionBudget", infra: true, referenced: never},
+		{obj: &autoscalingv2.HorizontalPodAutoscaler{}, kind: "HorizontalPodAutoscaler", infra: true, referenced: never},
 	}
 }
 
@@ -301,7 +318,8 @@ func isProvisioned(o client.Object) bool {
 
 // infraChanged reports whether an update of a provisioned object changed
 // more than its status: the generation (Deployments), labels, annotations,
-// or the data of kinds without status.
+// the spec of kinds whose generation may not follow it, or the data of
+// kinds without status.
 func infraChanged(a, b client.Object) bool {
 	if specChanged(a, b) {
 		return true
@@ -309,6 +327,12 @@ func infraChanged(a, b client.Object) bool {
 	switch x := a.(type) {
 	case *corev1.Service:
 		y, ok := b.(*corev1.Service)
+		return !ok || !equality.Semantic.DeepEqual(x.Spec, y.Spec)
+	case *policyv1.PodDisruptionBudget:
+		y, ok := b.(*policyv1.PodDisruptionBudget)
+		return !ok || !equality.Semantic.DeepEqual(x.Spec, y.Spec)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		y, ok := b.(*autoscalingv2.HorizontalPodAutoscaler)
 		return !ok || !equality.Semantic.DeepEqual(x.Spec, y.Spec)
 	case *corev1.ConfigMap, *corev1.ServiceAccount:
 		return true
