@@ -71,7 +71,7 @@ func proxyAgentCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 	}()
 	logf("proxy-agent: serving /shutdown/wait on %s; Envoy admin %s", l.Addr(), *admin)
-	if err := a.Run(ctx, l, terminate, 2*time.Second); err != nil {
+	if err := a.Run(ctx, l, terminate, time.Second); err != nil {
 		fmt.Fprintf(stderr, "portico proxy-agent: %v\n", err)
 		return exitError
 	}

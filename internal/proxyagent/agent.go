@@ -45,6 +45,8 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -72,6 +74,7 @@ type Agent struct {
 	once    sync.Once
 	started chan struct{} // closed when Drain starts
 	done    chan struct{} // closed when the drain is over
+	gone    atomic.Bool   // Envoy was not running when the drain ended
 }
 
 // New returns an Agent; nothing happens until Drain.
@@ -119,12 +122,19 @@ func (a *Agent) drain(ctx context.Context) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, a.opts.DrainTimeout)
 	defer cancel()
-	// The admin interface may be briefly unreachable (Envoy starting):
-	// retry until it answers or the drain times out.
+	// An admin interface that refuses connections is an Envoy that is not
+	// running (it exited, or was stopped with the Pod without a drain):
+	// nothing to drain. Other errors (a slow Envoy) are retried until the
+	// drain times out.
 	for {
 		err := a.post(ctx, "/healthcheck/fail")
 		if err == nil {
 			break
+		}
+		if refused(err) {
+			a.opts.Logf("proxy-agent: Envoy is not running (%v): nothing to drain", err)
+			a.gone.Store(true)
+			return
 		}
 		a.opts.Logf("proxy-agent: failing Envoy's health check: %v", err)
 		if !sleep(ctx, a.opts.Poll) {
@@ -133,16 +143,17 @@ func (a *Agent) drain(ctx context.Context) {
 		}
 	}
 	a.opts.Logf("proxy-agent: draining (minimum %s, timeout %s)", a.opts.MinDrain, a.opts.DrainTimeout)
-	if !sleep(ctx, a.opts.MinDrain) {
-		return
-	}
 	last := -1
 	for {
 		n, err := a.connections(ctx)
 		switch {
+		case err != nil && refused(err):
+			a.opts.Logf("proxy-agent: Envoy exited during the drain, after %s", time.Since(start).Round(time.Millisecond))
+			a.gone.Store(true)
+			return
 		case err != nil:
 			a.opts.Logf("proxy-agent: counting connections: %v", err)
-		case n == 0:
+		case n == 0 && time.Since(start) >= a.opts.MinDrain:
 			a.opts.Logf("proxy-agent: drained in %s", time.Since(start).Round(time.Millisecond))
 			return
 		case n != last:
@@ -155,6 +166,9 @@ func (a *Agent) drain(ctx context.Context) {
 		}
 	}
 }
+
+// refused: nothing listens on the admin address.
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -265,8 +279,9 @@ func (a *Agent) Handler() http.Handler {
 }
 
 // Run serves Handler on l until terminate is closed (SIGTERM), then
-// drains Envoy, keeps serving for linger so that waiting preStop hooks
-// get their answer, and returns. ctx ends everything at once.
+// drains Envoy, keeps serving for linger so that a preStop hook still on
+// its way gets its answer (not when Envoy is gone: no hook waits then),
+// answers the hooks waiting, and returns. ctx ends everything at once.
 func (a *Agent) Run(ctx context.Context, l net.Listener, terminate <-chan struct{}, linger time.Duration) error {
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
@@ -274,12 +289,16 @@ func (a *Agent) Run(ctx context.Context, l net.Listener, terminate <-chan struct
 	select {
 	case <-terminate:
 		a.Drain(ctx)
-		sleep(ctx, linger)
+		if !a.gone.Load() {
+			sleep(ctx, linger)
+		}
 	case <-ctx.Done():
 	case err := <-errc:
 		return err
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// Shutdown waits for the handlers in flight: the waiting hooks,
+	// answered now that the drain is over.
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	return nil

@@ -252,3 +252,20 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainWithoutEnvoy: with nothing on the admin address (Envoy exited,
+// or stopped with its Pod without a drain) the drain ends at once instead
+// of holding the Pod for its timeout.
+func TestDrainWithoutEnvoy(t *testing.T) {
+	a, err := New(Options{AdminAddress: fmt.Sprintf("127.0.0.1:%d", freePort(t)), DrainTimeout: time.Minute, MinDrain: 5 * time.Second, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { a.Drain(context.Background()); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain waits although no Envoy runs")
+	}
+}
