@@ -54,22 +54,29 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd $(IMAGES_MOD) && $(GO) vet ./...
+	cd $(BENCH_MOD) && $(GO) vet ./...
 
 ## IMAGES_MOD: the project's module standing in for
 ## sigs.k8s.io/gateway-api-conformance-images (a module of its own, so
 ## ./... does not reach it; go.mod replaces the import path with it)
 IMAGES_MOD := test/conformance-images
 
+## BENCH_MOD: the benchmark suite, a module of its own so that its plotting
+## libraries stay out of the product's go.mod (it replaces the product's
+## module with the repository); ./... from the root does not reach it either
+BENCH_MOD := test/bench
+
 test-unit:
 	KUBEBUILDER_ASSETS=$$(hack/kube-binaries.sh --print-dir etcd kube-apiserver) PORTICO_ENVOY=$$(hack/envoy.sh) $(GO) test -count=1 ./...
 	cd $(IMAGES_MOD) && $(GO) test -count=1 ./...
+	cd $(BENCH_MOD) && $(GO) test -count=1 ./...
 
 test-race:
 	$(GO) test -count=1 -race $(RACE_PKGS)
 
 ## fuzz: each fuzz target briefly (FUZZTIME each); the committed corpus runs in test-unit too
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzAddYAML$$' -fuzztime $(FUZZTIME) ./internal/resource/
+	$(GO) test -run '^$$' -fuzz '^FuzzAddYAML$$' -fuzztime $(FUZZTIME) ./internal/resource/load/
 	$(GO) test -run '^$$' -fuzz '^FuzzTranslate$$' -fuzztime $(FUZZTIME) ./internal/gatewayapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzChain$$' -fuzztime $(FUZZTIME) ./internal/gatewayapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzAccessLogFormat$$' -fuzztime $(FUZZTIME) ./internal/gatewayapi/
@@ -151,7 +158,7 @@ conformance:
 ## BENCHMARKS.md. BENCH_FLAGS=-quick: N = 100 and 1,000, fewer probes (~5 min),
 ## everything into _output/bench/ only
 bench-suite: kube-binaries
-	$(GO) run ./test/bench/cmd/portico-bench $(BENCH_FLAGS)
+	cd $(BENCH_MOD) && $(GO) run ./cmd/portico-bench $(BENCH_FLAGS)
 
 .PHONY: test-rollout test-faults
 

@@ -6,16 +6,26 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // GroupVersion is the API group and version of this package.
 var GroupVersion = schema.GroupVersion{Group: "portico.dev", Version: "v1alpha1"}
 
+// The scheme registration is apimachinery's builder, not
+// controller-runtime's: the API types are read by packages that must not
+// depend on controller code (internal/gatewayapi, internal/proxyspec).
 var (
 	// SchemeBuilder registers this package's types.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	// AddToScheme adds this package's types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &ProxyConfig{}, &ProxyConfigList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -206,7 +206,3 @@ type ProxyConfigList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ProxyConfig `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ProxyConfig{}, &ProxyConfigList{})
-}

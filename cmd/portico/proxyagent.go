@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/proxyagent"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // proxyAgentCmd is `portico proxy-agent`, the shutdown-manager sidecar of
@@ -25,10 +25,10 @@ func proxyAgentCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := flag.NewFlagSet("proxy-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	admin := fs.String("admin-address", "127.0.0.1:19001", "`host:port` of Envoy's admin interface")
-	listen := fs.String("listen", ":"+strconv.Itoa(int(infra.AgentPort)), "`address` of /shutdown/wait (Envoy's preStop hook)")
-	timeout := fs.Duration("drain-timeout", infra.DefaultDrainTimeout, "longest drain")
-	minDrain := fs.Duration("min-drain-duration", infra.DefaultMinDrainDuration, "shortest drain: how long a draining proxy keeps taking new connections")
-	ignore := fs.String("ignore-ports", "19002,"+strconv.Itoa(int(infra.DefaultMetricsPort)), "comma-separated listener `ports` whose connections the drain does not wait for (readiness, metrics)")
+	listen := fs.String("listen", ":"+strconv.Itoa(int(proxyspec.AgentPort)), "`address` of /shutdown/wait (Envoy's preStop hook)")
+	timeout := fs.Duration("drain-timeout", proxyspec.DefaultDrainTimeout, "longest drain")
+	minDrain := fs.Duration("min-drain-duration", proxyspec.DefaultMinDrainDuration, "shortest drain: how long a draining proxy keeps taking new connections")
+	ignore := fs.String("ignore-ports", "19002,"+strconv.Itoa(int(proxyspec.DefaultMetricsPort)), "comma-separated listener `ports` whose connections the drain does not wait for (readiness, metrics)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}

@@ -94,7 +94,7 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		Log:                 log,
 	})
 	adminServer := admin.New(log, m, pipe)
-	debugServer := admin.NewDebug(admin.DebugOptions{Log: log, Source: pipe, Insecure: *debugInsecure})
+	debugServer := admin.NewDebug(admin.DebugOptions{Log: log, Source: admin.PipelineViews(pipe), Insecure: *debugInsecure})
 	provider := file.New(*resources, pipe.Submit, log, *debounce).WithOptions(file.Options{Limits: loadLimits.limits(), Metrics: m})
 
 	xdsLis, err := net.Listen("tcp", xf.listenAddress(xdsServer.Mode() == server.ModeMTLS))

@@ -14,7 +14,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/render"
-	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/resource/load"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -89,7 +89,7 @@ func (p *positiveInt) Set(v string) error {
 	return nil
 }
 
-// loadFlags are the limits of the manifest loader (resource.Limits), flags
+// loadFlags are the limits of the manifest loader (load.Limits), flags
 // of translate and standalone.
 type loadFlags struct {
 	fileBytes, documentBytes, totalBytes byteSize
@@ -99,10 +99,10 @@ type loadFlags struct {
 // addLoadFlags defines the loader's limits on fs, with their defaults.
 func addLoadFlags(fs *flag.FlagSet) *loadFlags {
 	lf := &loadFlags{
-		fileBytes:     resource.DefaultMaxFileBytes,
-		documentBytes: resource.DefaultMaxDocumentBytes,
-		totalBytes:    resource.DefaultMaxTotalBytes,
-		objects:       resource.DefaultMaxObjects,
+		fileBytes:     load.DefaultMaxFileBytes,
+		documentBytes: load.DefaultMaxDocumentBytes,
+		totalBytes:    load.DefaultMaxTotalBytes,
+		objects:       load.DefaultMaxObjects,
 	}
 	fs.Var(&lf.fileBytes, "max-file-bytes", "largest manifest file read, a `size` like 16Mi; a larger file is refused")
 	fs.Var(&lf.documentBytes, "max-document-bytes", "largest YAML document decoded (a whole List included), a `size`; a file with a larger one is refused")
@@ -112,8 +112,8 @@ func addLoadFlags(fs *flag.FlagSet) *loadFlags {
 }
 
 // limits returns the limits the flags set.
-func (lf *loadFlags) limits() resource.Limits {
-	return resource.Limits{
+func (lf *loadFlags) limits() load.Limits {
+	return load.Limits{
 		MaxFileBytes:     int64(lf.fileBytes),
 		MaxDocumentBytes: int64(lf.documentBytes),
 		MaxTotalBytes:    int64(lf.totalBytes),
@@ -182,7 +182,7 @@ func translateCmd(args []string, stdout, stderr io.Writer) int {
 	// Any file the loader refuses (not a regular file, a symlink out of its
 	// directory, over a limit) is an error here: the output must not
 	// silently lack its objects.
-	snap, warnings, err := resource.LoadWith(resource.Options{Limits: lf.limits()}, files...)
+	snap, warnings, err := load.PathsWith(load.Options{Limits: lf.limits()}, files...)
 	if err != nil {
 		fmt.Fprintf(stderr, "portico translate: %v\n", err)
 		return exitError

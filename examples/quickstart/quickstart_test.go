@@ -10,7 +10,8 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3" // Any type of the bootstrap
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3" // Any type of the bootstrap
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"                           // Any type of the bootstrap
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/encoding/protojson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +20,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/re2"
-	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/resource/load"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -36,7 +37,7 @@ var negative = []string{
 }
 
 func TestQuickstartTranslatesCleanly(t *testing.T) {
-	snap, warnings, err := resource.Load(".")
+	snap, warnings, err := load.Paths(".")
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}

@@ -42,7 +42,10 @@
 //     Gateway's configuration, not all of it. A failure after the first
 //     bytes were sent aborts the response (the client sees a truncated
 //     transfer, never a well-formed partial document); before, it is a 500.
-//   - Secret material and header values are redacted by the Source (see
+//   - The views of the translations are rendered here (PipelineViews,
+//     views.go) from the pipeline's latest Result, which the pipeline
+//     hands out as data: the translation loop imports no renderer.
+//     Secret material and header values are redacted (DebugRedaction,
 //     render.StreamOptions); names are kept.
 //
 // Profiling is off by default: profiles expose the command line and cost

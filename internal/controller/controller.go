@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -312,7 +311,7 @@ func New(opts Options) (*Controller, error) {
 	}
 	c.admin = admin.New(log.With("component", "admin"), c.metrics, readiness{c})
 	if opts.DebugListener != nil {
-		dopts := admin.DebugOptions{Log: log, Source: readiness{c}, Profiling: opts.DebugPprof}
+		dopts := admin.DebugOptions{Log: log, Source: admin.PipelineViews(c.pipeline), Profiling: opts.DebugPprof}
 		if !admin.IsLoopback(opts.DebugListener.Addr()) {
 			if dopts.Auth, err = admin.KubernetesAuth(cfg, log); err != nil {
 				return nil, fmt.Errorf("controller: %w", err)
@@ -431,5 +430,3 @@ type readiness struct{ c *Controller }
 func (r readiness) Ready() bool {
 	return r.c.provider.Synced() && r.c.pipeline.Ready() && (r.c.serving == nil || r.c.serving.Ready())
 }
-func (r readiness) DebugXDS(gw string) (io.WriterTo, bool) { return r.c.pipeline.DebugXDS(gw) }
-func (r readiness) DebugStatus() io.WriterTo               { return r.c.pipeline.DebugStatus() }

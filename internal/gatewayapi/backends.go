@@ -12,6 +12,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/refs"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -40,43 +41,34 @@ type clusterDef struct {
 // resolveBackend checks a backendRef (or mirror backendRef) of a route and
 // returns its cluster; on failure the problem has a ResolvedRefs reason.
 func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectReference) (*clusterDef, *problem) {
-	group, kind := "", "Service"
-	if ref.Group != nil {
-		group = string(*ref.Group)
-	}
-	if ref.Kind != nil {
-		kind = string(*ref.Kind)
-	}
-	ns := rs.ns()
-	if ref.Namespace != nil && *ref.Namespace != "" {
-		ns = string(*ref.Namespace)
-	}
-	if group == "" && kind == "Service" {
-		t.read(resource.KindService, resource.Key{Namespace: ns, Name: string(ref.Name)})
+	b := refs.BackendOf(rs.ns(), ref)
+	ns, name := b.Namespace, b.Name
+	if b.IsService() {
+		t.read(resource.KindService, resource.Key{Namespace: ns, Name: name})
 		if ns != rs.ns() {
 			t.readGrants(ns)
 		}
 	}
-	if group == "" && kind == "Service" && ref.Port != nil && (ns == rs.ns() || t.grants.allows(objRef{gwv1.GroupName, rs.kind, rs.ns()}, "", "Service", ns, string(ref.Name))) {
+	if b.IsService() && b.HasPort && (ns == rs.ns() || t.grants.allows(objRef{gwv1.GroupName, rs.kind, rs.ns()}, b.Object)) {
 		// The common case, without building strings.
-		if def, ok := t.clusterByRef[clusterRef{ns, string(ref.Name), int32(*ref.Port)}]; ok {
+		if def, ok := t.clusterByRef[clusterRef{ns, name, b.Port}]; ok {
 			return def, nil
 		}
 	}
-	id := ns + "/" + string(ref.Name)
-	if group != "" || kind != "Service" {
-		return nil, &problem{string(gwv1.RouteReasonInvalidKind), fmt.Sprintf("backend %s %s is not supported; only core Services are", id, groupKind(group, kind))}
+	id := b.ID()
+	if !b.IsService() {
+		return nil, &problem{string(gwv1.RouteReasonInvalidKind), fmt.Sprintf("backend %s %s is not supported; only core Services are", id, groupKind(b.Group, b.Kind))}
 	}
 	from := objRef{gwv1.GroupName, rs.kind, rs.ns()}
-	if !t.grants.allows(from, "", "Service", ns, string(ref.Name)) {
+	if !t.grants.allows(from, b.Object) {
 		return nil, &problem{string(gwv1.RouteReasonRefNotPermitted),
 			fmt.Sprintf("no ReferenceGrant in namespace %s allows a %s of namespace %s to use Service %s", ns, rs.kind, rs.ns(), id)}
 	}
-	if ref.Port == nil {
+	if !b.HasPort {
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("backend Service %s has no port; port is required for Services", id)}
 	}
-	port := *ref.Port
-	svc := t.snap.Services.Value(resource.Key{Namespace: ns, Name: string(ref.Name)})
+	port := b.Port
+	svc := t.snap.Services.Value(resource.Key{Namespace: ns, Name: name})
 	if svc == nil {
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s does not exist", id)}
 	}
@@ -94,7 +86,7 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 	if sp == nil {
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s has no TCP port %d", id, port)}
 	}
-	def := &clusterDef{name: id + "/" + strconv.Itoa(int(port)), svc: resource.Key{Namespace: ns, Name: string(ref.Name)}, port: *sp}
+	def := &clusterDef{name: id + "/" + strconv.Itoa(int(port)), svc: resource.Key{Namespace: ns, Name: name}, port: *sp}
 	if sp.AppProtocol != nil {
 		switch *sp.AppProtocol {
 		case "kubernetes.io/h2c", "h2c", "grpc":
@@ -104,7 +96,7 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 				fmt.Sprintf("Service %s port %d has appProtocol %q; TLS to backends is not supported", id, port, *sp.AppProtocol)}
 		}
 	}
-	t.clusterByRef[clusterRef{ns, string(ref.Name), int32(port)}] = def
+	t.clusterByRef[clusterRef{ns, name, port}] = def
 	return def, nil
 }
 

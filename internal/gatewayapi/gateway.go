@@ -159,15 +159,11 @@ func (t *translator) processListenerSets() {
 		if ls == nil {
 			continue
 		}
-		ref := ls.Spec.ParentRef
-		if (ref.Group != nil && string(*ref.Group) != gwv1.GroupName) || (ref.Kind != nil && string(*ref.Kind) != KindGateway) {
+		key, ok := setParentKey(ls)
+		if !ok {
 			continue
 		}
-		ns := ls.Namespace
-		if ref.Namespace != nil && *ref.Namespace != "" {
-			ns = string(*ref.Namespace)
-		}
-		g := t.gateways[resource.Key{Namespace: ns, Name: string(ref.Name)}]
+		g := t.gateways[key]
 		if g == nil {
 			continue
 		}

@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -438,10 +438,10 @@ func sortedStatusKeys(s []statusKey) []statusKey {
 	return s
 }
 
-func mergeInfra(prev, part []infra.Spec, gateways set[resource.Key]) []infra.Spec {
-	return mergeSorted(prev, part, func(s *infra.Spec) bool {
+func mergeInfra(prev, part []proxyspec.Spec, gateways set[resource.Key]) []proxyspec.Spec {
+	return mergeSorted(prev, part, func(s *proxyspec.Spec) bool {
 		return hasKey(gateways, resource.Key{Namespace: s.Gateway.Namespace, Name: s.Gateway.Name})
-	}, func(a, b *infra.Spec) int {
+	}, func(a, b *proxyspec.Spec) int {
 		return compareNames(a.Gateway.Namespace, a.Gateway.Name, b.Gateway.Namespace, b.Gateway.Name)
 	})
 }

@@ -5,6 +5,7 @@ import (
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/portico-dev/portico/internal/refs"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -71,28 +72,17 @@ func (x *index) build(snap *resource.Snapshot) {
 	}
 }
 
-// routeParentRefs lists the parents a route names, as attach resolves them.
-func routeParentRefs(ns string, refs []gwv1.ParentReference) []resource.Ref {
+// routeParentRefs lists the parents (Gateways and ListenerSets) a route
+// names, resolved by package refs as attach resolves them.
+func routeParentRefs(ns string, parentRefs []gwv1.ParentReference) []resource.Ref {
 	var out []resource.Ref
-	for _, ref := range refs {
-		group, kind, pns := gwv1.GroupName, KindGateway, ns
-		if ref.Group != nil {
-			group = string(*ref.Group)
-		}
-		if ref.Kind != nil {
-			kind = string(*ref.Kind)
-		}
-		if ref.Namespace != nil && *ref.Namespace != "" {
-			pns = string(*ref.Namespace)
-		}
-		if group != gwv1.GroupName {
-			continue
-		}
-		key := resource.Key{Namespace: pns, Name: string(ref.Name)}
-		switch kind {
-		case KindGateway:
+	for _, ref := range parentRefs {
+		p := refs.ParentOf(ns, ref)
+		key := resource.Key{Namespace: p.Namespace, Name: p.Name}
+		switch {
+		case p.IsGateway():
 			out = append(out, resource.Ref{Kind: resource.KindGateway, Key: key})
-		case KindListenerSet:
+		case p.IsListenerSet():
 			out = append(out, resource.Ref{Kind: resource.KindListenerSet, Key: key})
 		}
 	}
@@ -136,18 +126,14 @@ func (x *index) updateRoute(snap *resource.Snapshot, route resource.Ref) {
 	}
 }
 
-// setParentKey is the Gateway a ListenerSet names, as processListenerSets
-// resolves it.
+// setParentKey is the Gateway a ListenerSet names (processListenerSets
+// resolves it with it); false when its parentRef is not a Gateway.
 func setParentKey(ls *gwv1.ListenerSet) (resource.Key, bool) {
-	ref := ls.Spec.ParentRef
-	if (ref.Group != nil && string(*ref.Group) != gwv1.GroupName) || (ref.Kind != nil && string(*ref.Kind) != KindGateway) {
+	p := refs.GatewayOf(ls.Namespace, ls.Spec.ParentRef)
+	if !p.IsGateway() {
 		return resource.Key{}, false
 	}
-	ns := ls.Namespace
-	if ref.Namespace != nil && *ref.Namespace != "" {
-		ns = string(*ref.Namespace)
-	}
-	return resource.Key{Namespace: ns, Name: string(ref.Name)}, true
+	return resource.Key{Namespace: p.Namespace, Name: p.Name}, true
 }
 
 // updateSet re-indexes a ListenerSet as it is in snap.

@@ -8,8 +8,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -81,7 +81,7 @@ func (t *translator) gatewayParams(gw *gwv1.Gateway) (*v1alpha1.ProxyConfigSpec,
 // Deployment and Service are ordinary inputs of the snapshot.
 //
 // A Deployment or Service of the Gateway's provisioned name that is not
-// the Gateway's (infra.CheckOwner: another Gateway's, whose long name was
+// the Gateway's (proxyspec.CheckOwner: another Gateway's, whose long name was
 // shortened to the same name, or anyone else's) makes it Programmed=False
 // with reason Invalid, naming the holder: the leader does not write such
 // objects, and the holder's readiness and addresses are not the Gateway's.
@@ -91,24 +91,24 @@ func (t *translator) gatewayParams(gw *gwv1.Gateway) (*v1alpha1.ProxyConfigSpec,
 // NoResources is about capacity). The decision reads only the snapshot,
 // so every replica computes the same status.
 func (t *translator) proxyReadiness(g *gatewayState) ([]gwv1.GatewayStatusAddress, *problem) {
-	if len(g.obj.Name) > infra.MaxGatewayNameLength {
+	if len(g.obj.Name) > proxyspec.MaxGatewayNameLength {
 		return nil, &problem{string(gwv1.GatewayReasonInvalid), fmt.Sprintf(
 			"Portico cannot provision proxies for a Gateway name of more than %d characters (the limit of the label %s): use a shorter name",
-			infra.MaxGatewayNameLength, infra.LabelGatewayAPIName)}
+			proxyspec.MaxGatewayNameLength, proxyspec.LabelGatewayAPIName)}
 	}
-	name := infra.Name(g.obj.Name)
+	name := proxyspec.Name(g.obj.Name)
 	k := resource.Key{Namespace: g.obj.Namespace, Name: name}
 	t.read(resource.KindService, k)
 	t.read(resource.KindDeployment, k)
 	svc := t.snap.Services.Value(k)
 	dep := t.snap.Deployments.Value(k)
 	if dep != nil {
-		if err := infra.CheckOwner(dep, "Envoy Deployment", g.obj); err != nil {
+		if err := proxyspec.CheckOwner(dep, "Envoy Deployment", g.obj); err != nil {
 			return nil, &problem{string(gwv1.GatewayReasonInvalid), err.Error()}
 		}
 	}
 	if svc != nil {
-		if err := infra.CheckOwner(svc, "Service", g.obj); err != nil {
+		if err := proxyspec.CheckOwner(svc, "Service", g.obj); err != nil {
 			return nil, &problem{string(gwv1.GatewayReasonInvalid), err.Error()}
 		}
 	}
@@ -164,7 +164,7 @@ func serviceAddresses(svc *corev1.Service, clusterIP bool) []gwv1.GatewayStatusA
 
 // infraSpecs lists, for every Gateway of ours, what its proxies need: the
 // effective ProxyConfig and the ports of its programmed listeners.
-func (t *translator) infraSpecs(gws []*ir.Gateway) []infra.Spec {
+func (t *translator) infraSpecs(gws []*ir.Gateway) []proxyspec.Spec {
 	ports := map[resource.Key][]uint32{}
 	for _, g := range gws {
 		k := resource.Key{Namespace: g.Namespace, Name: g.Name}
@@ -172,9 +172,9 @@ func (t *translator) infraSpecs(gws []*ir.Gateway) []infra.Spec {
 			ports[k] = append(ports[k], l.Port)
 		}
 	}
-	var out []infra.Spec
+	var out []proxyspec.Spec
 	for _, g := range t.gwOrder {
-		s := infra.Spec{Gateway: g.obj, Ports: infra.Ports(ports[g.key()])}
+		s := proxyspec.Spec{Gateway: g.obj, Ports: proxyspec.Ports(ports[g.key()])}
 		if g.proxy != nil {
 			s.Proxy = *g.proxy.DeepCopy()
 		}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
-	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // Bounds on the ProxyConfig of a Gateway.
@@ -45,7 +45,7 @@ import (
 // port among the Pod's reserved ports, a drain shorter than its minimum
 // or a negative duration, invalid Pod labels, annotations or node
 // selector) is refused with a message naming the field, never clamped:
-// infra.CheckProxyConfig, the rule the reconciler applies too. A class's
+// proxyspec.CheckProxyConfig, the rule the reconciler applies too. A class's
 // makes the GatewayClass Accepted=False (InvalidParameters) and its
 // Gateways Invalid; their infra spec stays the class's, which the
 // reconciler does not render (what runs stays until the ProxyConfig is
@@ -103,21 +103,21 @@ func imageOf(s *v1alpha1.ProxyConfigSpec) string {
 
 func replicasOf(s *v1alpha1.ProxyConfigSpec) int32 {
 	if s.Replicas == nil {
-		return infra.DefaultReplicas
+		return proxyspec.DefaultReplicas
 	}
 	return *s.Replicas
 }
 
 func logLevelOf(s *v1alpha1.ProxyConfigSpec) string {
 	if s.LogLevel == "" {
-		return infra.DefaultLogLevel
+		return proxyspec.DefaultLogLevel
 	}
 	return s.LogLevel
 }
 
 func serviceTypeOf(s *v1alpha1.ProxyConfigSpec) corev1.ServiceType {
 	if s.Service.Type == "" {
-		return infra.DefaultServiceType
+		return proxyspec.DefaultServiceType
 	}
 	return s.Service.Type
 }
@@ -297,11 +297,11 @@ func sameValue[T any](own, class *T) bool {
 }
 
 // checkProxyContent checks the values of a ProxyConfig spec that Portico
-// renders into the proxies' objects (infra.CheckProxyConfig: the
+// renders into the proxies' objects (proxyspec.CheckProxyConfig: the
 // reconciler renders nothing else), and returns a message naming the
 // first offending field, or "".
 func checkProxyContent(s *v1alpha1.ProxyConfigSpec) string {
-	if err := infra.CheckProxyConfig(*s); err != nil {
+	if err := proxyspec.CheckProxyConfig(*s); err != nil {
 		return err.Error()
 	}
 	return ""

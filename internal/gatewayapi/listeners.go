@@ -10,8 +10,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/proxyspec"
+	"github.com/portico-dev/portico/internal/refs"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -253,27 +254,18 @@ func (t *translator) listenerTLS(l *listener, from objRef) {
 
 // resolveCertificate checks one certificateRef and registers the Secret.
 func (t *translator) resolveCertificate(ref gwv1.SecretObjectReference, from objRef) (string, *problem) {
-	group, kind := "", "Secret"
-	if ref.Group != nil {
-		group = string(*ref.Group)
-	}
-	if ref.Kind != nil {
-		kind = string(*ref.Kind)
-	}
-	ns := from.namespace
-	if ref.Namespace != nil && *ref.Namespace != "" {
-		ns = string(*ref.Namespace)
-	}
-	id := ns + "/" + string(ref.Name)
-	if group != "" || kind != "Secret" {
+	c := refs.CertificateOf(from.namespace, ref)
+	ns, name := c.Namespace, c.Name
+	id := c.ID()
+	if !c.IsSecret() {
 		return "", &problem{string(gwv1.ListenerReasonInvalidCertificateRef),
-			fmt.Sprintf("%s %s is not supported; only core Secrets are", groupKind(group, kind), id)}
+			fmt.Sprintf("%s %s is not supported; only core Secrets are", groupKind(c.Group, c.Kind), id)}
 	}
-	t.read(resource.KindSecret, resource.Key{Namespace: ns, Name: string(ref.Name)})
+	t.read(resource.KindSecret, resource.Key{Namespace: ns, Name: name})
 	if ns != from.namespace {
 		t.readGrants(ns)
 	}
-	if !t.grants.allows(from, "", "Secret", ns, string(ref.Name)) {
+	if !t.grants.allows(from, c) {
 		return "", &problem{string(gwv1.ListenerReasonRefNotPermitted),
 			fmt.Sprintf("no ReferenceGrant in namespace %s allows a %s of namespace %s to use Secret %s", ns, from.kind, from.namespace, id)}
 	}
@@ -283,7 +275,7 @@ func (t *translator) resolveCertificate(ref gwv1.SecretObjectReference, from obj
 		}
 		return id, nil
 	}
-	sec := t.snap.Secrets.Value(resource.Key{Namespace: ns, Name: string(ref.Name)})
+	sec := t.snap.Secrets.Value(resource.Key{Namespace: ns, Name: name})
 	entry := secretEntry{}
 	switch {
 	case sec == nil:
@@ -484,7 +476,7 @@ func proxyPort(provisioned bool, pc *v1alpha1.ProxyConfigSpec, port int32) strin
 		return ""
 	}
 	names := []string{"admin interface", "readiness listener", "shutdown manager"}
-	for i, p := range infra.ReservedPorts() {
+	for i, p := range proxyspec.ReservedPorts() {
 		if p == port && i < len(names) {
 			return names[i] + " port"
 		}
@@ -493,7 +485,7 @@ func proxyPort(provisioned bool, pc *v1alpha1.ProxyConfigSpec, port int32) strin
 	if pc != nil {
 		spec = *pc
 	}
-	if m, ok := infra.MetricsPort(spec); ok && m == port {
+	if m, ok := proxyspec.MetricsPort(spec); ok && m == port {
 		return "metrics port (ProxyConfig spec.metrics.port)"
 	}
 	return ""

@@ -8,6 +8,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
+	"github.com/portico-dev/portico/internal/refs"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -30,21 +31,25 @@ func newGrantIndex(snap *resource.Snapshot) grantIndex {
 	return idx
 }
 
-// allows reports whether from may refer to the object group/kind
-// toNS/toName. References within a namespace are always allowed.
-func (idx grantIndex) allows(from objRef, toGroup, toKind, toNS, toName string) bool {
-	if from.namespace == toNS {
+// allows reports whether from may refer to the object to (resolved by
+// package refs). References within a namespace are always allowed.
+func (idx grantIndex) allows(from objRef, to refs.Object) bool {
+	if from.namespace == to.Namespace {
 		return true
 	}
-	for _, g := range idx[toNS] {
-		if grantMatches(g.Spec, from, toGroup, toKind, toName) {
+	for _, g := range idx[to.Namespace] {
+		if grantMatches(g.Spec, from, to) {
 			return true
 		}
 	}
 	return false
 }
 
-func grantMatches(spec gwv1.ReferenceGrantSpec, from objRef, toGroup, toKind, toName string) bool {
+// grantMatches reports whether a grant of to's namespace admits from. The
+// grant's group and kind fields are required and have no defaults: they
+// are compared as written ("" is the core group); an unset or empty to
+// name admits every object of the kind.
+func grantMatches(spec gwv1.ReferenceGrantSpec, from objRef, to refs.Object) bool {
 	fromOK := false
 	for _, f := range spec.From {
 		if string(f.Group) == from.group && string(f.Kind) == from.kind && string(f.Namespace) == from.namespace {
@@ -56,10 +61,10 @@ func grantMatches(spec gwv1.ReferenceGrantSpec, from objRef, toGroup, toKind, to
 		return false
 	}
 	for _, t := range spec.To {
-		if string(t.Group) != toGroup || string(t.Kind) != toKind {
+		if string(t.Group) != to.Group || string(t.Kind) != to.Kind {
 			continue
 		}
-		if t.Name == nil || *t.Name == "" || string(*t.Name) == toName {
+		if t.Name == nil || *t.Name == "" || string(*t.Name) == to.Name {
 			return true
 		}
 	}

@@ -4,8 +4,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // DefaultControllerName is the GatewayClass controllerName Portico serves.
@@ -56,7 +56,7 @@ type Result struct {
 	StatusSet StatusSet
 	// Infra is, for every Gateway of our classes, what its proxies need,
 	// sorted by namespace/name.
-	Infra []infra.Spec
+	Infra []proxyspec.Spec
 }
 
 // Statuses yields the statuses, in order, each with its index:

@@ -2,11 +2,12 @@ package gatewayapi
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/refs"
 )
 
 // routeStatuses emits the status of every route with a parentRef of ours.
@@ -100,26 +101,7 @@ func (t *translator) prevParentConditions(rs *routeState, ref gwv1.ParentReferen
 }
 
 // sameParentRef compares two parentRefs of a route in namespace ns, with
-// the API defaults applied.
+// the API defaults applied (package refs).
 func sameParentRef(a, b gwv1.ParentReference, ns string) bool {
-	norm := func(r gwv1.ParentReference) [6]string {
-		out := [6]string{gwv1.GroupName, KindGateway, ns, string(r.Name), "", ""}
-		if r.Group != nil {
-			out[0] = string(*r.Group)
-		}
-		if r.Kind != nil {
-			out[1] = string(*r.Kind)
-		}
-		if r.Namespace != nil && *r.Namespace != "" {
-			out[2] = string(*r.Namespace)
-		}
-		if r.SectionName != nil {
-			out[4] = string(*r.SectionName)
-		}
-		if r.Port != nil {
-			out[5] = strconv.Itoa(int(*r.Port))
-		}
-		return out
-	}
-	return norm(a) == norm(b)
+	return refs.SameParent(ns, a, b)
 }

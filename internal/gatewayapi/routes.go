@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/portico-dev/portico/internal/refs"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -173,30 +174,18 @@ func (rs *routeState) setHostnames(hostnames []gwv1.Hostname) {
 // attach resolves the parentRefs of a route and attaches it to listeners.
 func (t *translator) attach(rs *routeState) {
 	for _, ref := range rs.spec.ParentRefs {
-		group, kind, ns := gwv1.GroupName, KindGateway, rs.ns()
-		if ref.Group != nil {
-			group = string(*ref.Group)
-		}
-		if ref.Kind != nil {
-			kind = string(*ref.Kind)
-		}
-		if ref.Namespace != nil && *ref.Namespace != "" {
-			ns = string(*ref.Namespace)
-		}
-		if group != gwv1.GroupName {
-			continue
-		}
-		key := resource.Key{Namespace: ns, Name: string(ref.Name)}
+		p := refs.ParentOf(rs.ns(), ref)
+		key := resource.Key{Namespace: p.Namespace, Name: p.Name}
 		var candidates []*listener
 		var g *gatewayState
 		notAllowed := false
-		switch kind {
-		case KindGateway:
+		switch {
+		case p.IsGateway():
 			if g = t.gateways[key]; g == nil {
 				continue
 			}
 			candidates = g.own
-		case KindListenerSet:
+		case p.IsListenerSet():
 			s := t.listenerSet(key)
 			if s == nil {
 				continue
@@ -206,7 +195,7 @@ func (t *translator) attach(rs *routeState) {
 		default:
 			continue
 		}
-		parentDesc := parentName{kind, key, notAllowed}
+		parentDesc := parentName{p, notAllowed}
 		ps := &parentState{ref: ref}
 		rs.parents = append(rs.parents, ps)
 		// What the listeners' allowedRoutes read is the Gateway's.
@@ -227,16 +216,15 @@ func (t *translator) listenerSet(key resource.Key) *listenerSetState {
 	return t.setByKey[key]
 }
 
-// parentName names a parent in messages; only failure messages do, so the
-// string is built then.
+// parentName is a resolved parent, named in messages; only failure
+// messages do, so the string is built then.
 type parentName struct {
-	kind       string
-	key        resource.Key
+	ref        refs.Parent
 	notAllowed bool
 }
 
 func (p parentName) desc() string {
-	d := p.kind + " " + p.key.String()
+	d := p.ref.Kind + " " + p.ref.ID()
 	if p.notAllowed {
 		d += " (not allowed by its Gateway)"
 	}
@@ -245,13 +233,13 @@ func (p parentName) desc() string {
 
 // attachParent selects the listeners of one parent a route attaches to.
 func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []*listener, parent parentName) {
-	ref := ps.ref
+	ref := parent.ref
 	var relevant []*listener
 	for _, l := range candidates {
-		if ref.SectionName != nil && *ref.SectionName != "" && string(*ref.SectionName) != l.name {
+		if ref.SectionName != "" && ref.SectionName != l.name {
 			continue
 		}
-		if ref.Port != nil && *ref.Port != l.port {
+		if ref.HasPort && ref.Port != l.port {
 			continue
 		}
 		relevant = append(relevant, l)
@@ -299,13 +287,13 @@ func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []
 	}
 }
 
-func selectorDesc(ref gwv1.ParentReference) string {
+func selectorDesc(ref refs.Parent) string {
 	var parts []string
-	if ref.SectionName != nil && *ref.SectionName != "" {
-		parts = append(parts, fmt.Sprintf("named %q", *ref.SectionName))
+	if ref.SectionName != "" {
+		parts = append(parts, fmt.Sprintf("named %q", ref.SectionName))
 	}
-	if ref.Port != nil {
-		parts = append(parts, fmt.Sprintf("on port %d", *ref.Port))
+	if ref.HasPort {
+		parts = append(parts, fmt.Sprintf("on port %d", ref.Port))
 	}
 	if len(parts) == 0 {
 		return ""

@@ -7,6 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/refs"
 )
 
 // What is served, told back to status.
@@ -155,14 +157,11 @@ func routeOfIRName(s string) (kind, ns, name string, ok bool) {
 // Gateway ns/name, or a ListenerSet (whose Gateway the status of the
 // entry is about as well: its listeners are that Gateway's).
 func parentIsGateway(ref gwv1.ParentReference, routeNS, ns, name string) bool {
-	refNS := routeNS
-	if ref.Namespace != nil && *ref.Namespace != "" {
-		refNS = string(*ref.Namespace)
-	}
-	if ref.Kind != nil && *ref.Kind == gwv1.Kind(KindListenerSet) {
+	p := refs.ParentOf(routeNS, ref)
+	if p.Kind == refs.KindListenerSet {
 		return true
 	}
-	return refNS == ns && string(ref.Name) == name
+	return p.Namespace == ns && p.Name == name
 }
 
 // setCondition replaces or appends the condition typ; the status writer

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 const xdsClusterName = "xds_cluster"
@@ -164,7 +165,7 @@ func bootstrap(ns, gw string, pc v1alpha1.ProxyConfigSpec, p Params) (string, er
 	}
 	b := &bootstrapv3.Bootstrap{
 		Node:             &corev3.Node{Cluster: ns + "/" + gw},
-		Admin:            &bootstrapv3.Admin{Address: socket("127.0.0.1", adminPort)},
+		Admin:            &bootstrapv3.Admin{Address: socket("127.0.0.1", uint32(proxyspec.AdminPort))},
 		DynamicResources: adsResources(),
 		LayeredRuntime:   envoyRuntime(),
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
@@ -196,7 +197,7 @@ func adminCluster() *clusterv3.Cluster {
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{
 			ClusterName: adminClusterName,
 			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
-				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket("127.0.0.1", adminPort)}},
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket("127.0.0.1", uint32(proxyspec.AdminPort))}},
 			}}}},
 		},
 	}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/testenv"
 )
 
@@ -105,7 +106,7 @@ func TestBootstrapMetricsListener(t *testing.T) {
 			t.Errorf("%s: route %v, want exact %s to %s", tc.name, r, MetricsPath, adminClusterName)
 		}
 	}
-	for _, port := range []int32{adminPort, readyPort, AgentPort} {
+	for _, port := range []int32{proxyspec.AdminPort, proxyspec.ReadyPort, proxyspec.AgentPort} {
 		if _, err := Bootstrap("apps", "edge", v1alpha1.ProxyConfigSpec{Metrics: &v1alpha1.ProxyMetrics{Port: ptr.To(port)}}, params); err == nil {
 			t.Errorf("metrics port %d (taken) accepted", port)
 		}

@@ -13,14 +13,15 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // Static listeners that expose one path of Envoy's loopback admin
 // interface each, and nothing else of it (any other path is 404):
 //
-//   - "portico-ready" on 0.0.0.0:readyPort, /ready: the readiness probe
-//     (readyListener);
-//   - "portico-metrics" on 0.0.0.0:MetricsPort (19090 unless the
+//   - "portico-ready" on 0.0.0.0:proxyspec.ReadyPort, /ready: the
+//     readiness probe (readyListener);
+//   - "portico-metrics" on 0.0.0.0:proxyspec.MetricsPort (19090 unless the
 //     ProxyConfig moves or disables it), /stats/prometheus: Envoy's
 //     statistics in Prometheus' text format. It ignores the cap on client
 //     connections (overload.go), so that an overloaded proxy can still be
@@ -47,7 +48,7 @@ const (
 // adsResources), so before its configuration has arrived a proxy refuses
 // the probe.
 func readyListener() (*listenerv3.Listener, error) {
-	return adminPathListener(readyListenerName, "0.0.0.0", readyPort, "/ready", time.Second, false)
+	return adminPathListener(readyListenerName, "0.0.0.0", uint32(proxyspec.ReadyPort), "/ready", time.Second, false)
 }
 
 // metricsListener is the Prometheus endpoint on addr:port.
@@ -60,11 +61,11 @@ func metricsListener(addr string, port uint32) (*listenerv3.Listener, error) {
 // uses otherwise is an error (the Gateway API stage refuses it first):
 // Envoy would not start.
 func provisionedMetricsListener(pc v1alpha1.ProxyConfigSpec) (*listenerv3.Listener, error) {
-	port, ok := MetricsPort(pc)
+	port, ok := proxyspec.MetricsPort(pc)
 	if !ok {
 		return nil, nil
 	}
-	if port < 1 || port > 65535 || slices.Contains([]int32{adminPort, readyPort, AgentPort}, port) {
+	if port < 1 || port > 65535 || slices.Contains(proxyspec.ReservedPorts(), port) {
 		return nil, fmt.Errorf("infra: metrics port %d is not available", port)
 	}
 	return metricsListener("0.0.0.0", uint32(port))

@@ -41,7 +41,7 @@
 //     requests nor limits are requested at 100m and 128Mi (utilization
 //     targets are percentages of requests, and a Pod without requests is
 //     the first evicted under node pressure).
-//   - Metrics: a "metrics" container port (MetricsPort) and the
+//   - Metrics: a "metrics" container port (proxyspec.MetricsPort) and the
 //     prometheus.io/scrape, port and path (/stats/prometheus) annotations,
 //     unless metrics are disabled.
 //   - Readiness: /ready on the readiness listener every second, unready
@@ -51,12 +51,12 @@
 // Drain (internal/proxyagent has the details): when a proxy Pod
 // terminates, the kubelet sends SIGTERM to the shutdown-manager sidecar
 // (`portico proxy-agent`, which has no preStop hook) and runs Envoy's
-// preStop hook, an HTTP GET of the sidecar's /shutdown/wait (AgentPort),
-// at the same time. SIGTERM makes the sidecar fail Envoy's health check
-// through the admin interface (loopback): /ready answers 503, the
-// endpoint is removed, and Envoy (--drain-strategy immediate,
-// --drain-time-s of drainTimeout) closes connections gracefully while it
-// goes on accepting and serving. After minDrainDuration, once no
+// preStop hook, an HTTP GET of the sidecar's /shutdown/wait
+// (proxyspec.AgentPort), at the same time. SIGTERM makes the sidecar fail
+// Envoy's health check through the admin interface (loopback): /ready
+// answers 503, the endpoint is removed, and Envoy (--drain-strategy
+// immediate, --drain-time-s of drainTimeout) closes connections gracefully
+// while it goes on accepting and serving. After minDrainDuration, once no
 // connection is left on the Gateway's listeners (those of the readiness
 // and metrics ports are not waited for) or at drainTimeout, the hook is
 // answered and the kubelet sends Envoy SIGTERM.
@@ -64,72 +64,27 @@
 // (TerminationGracePeriod), so the wait is never cut short.
 //
 // Bootstrap (bootstrap.go): xDS by ADS over mutual TLS; the admin
-// interface on loopback; the readiness listener (readyPort) serving only
-// /ready; the metrics listener on MetricsPort (19090) serving only
-// /stats/prometheus (metrics_listener.go); the overload manager
-// (overload.go): client connections capped at maxDownstreamConnections
-// (50000) and, with a memory limit, a heap of maxHeapPercent (90) of it,
-// shrunk from 90% of that, keep-alive off and new requests refused with
-// 503 from 95%, new connections refused from 98%.
+// interface on loopback; the readiness listener (proxyspec.ReadyPort)
+// serving only /ready; the metrics listener on proxyspec.MetricsPort
+// (19090) serving only /stats/prometheus (metrics_listener.go); the
+// overload manager (overload.go): client connections capped at
+// maxDownstreamConnections (50000) and, with a memory limit, a heap of
+// maxHeapPercent (90) of it, shrunk from 90% of that, keep-alive off and
+// new requests refused with 503 from 95%, new connections refused from
+// 98%.
 //
-// Provisioned names are derived from Gateway names (Name) and can collide;
-// an object is written for a Gateway only if it is absent or controlled by
-// that Gateway (CheckOwner), never taken over from another Gateway or from
-// anyone else, and a Gateway's removal deletes only what it controls. The
-// translator reports a collision in the Gateway's status from the same
-// rule, reading the snapshot.
+// Provisioned names are derived from Gateway names (proxyspec.Name) and
+// can collide; an object is written for a Gateway only if it is absent or
+// controlled by that Gateway (proxyspec.CheckOwner), never taken over
+// from another Gateway or from anyone else, and a Gateway's removal
+// deletes only what it controls. The translator reports a collision in
+// the Gateway's status from the same rule, reading the snapshot.
+//
+// What a proxy is — the Spec the translator hands over, the names, labels
+// and ownership rule, the defaults of a ProxyConfig and its checks — is in
+// internal/proxyspec, which the Gateway API stage shares without
+// depending on this package's controller code.
 package infra
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-)
-
-// Labels on every object Portico provisions for a Gateway.
-const (
-	LabelManagedBy        = "app.kubernetes.io/managed-by"
-	ManagedByValue        = "portico"
-	LabelName             = "app.kubernetes.io/name"
-	NameValue             = "envoy"
-	LabelGatewayName      = "portico.dev/gateway-name"
-	LabelGatewayNamespace = "portico.dev/gateway-namespace"
-	// LabelGatewayAPIName is the label the Gateway API recommends for
-	// resources of a Gateway.
-	LabelGatewayAPIName = "gateway.networking.k8s.io/gateway-name"
-	// FieldManager is the server-side apply field manager of every write.
-	FieldManager = "portico"
-)
-
-// namePrefix starts the name of every object Portico provisions.
-const namePrefix = "portico-"
-
-// Name is the name of the ServiceAccount, ConfigMap, Deployment, Service,
-// PodDisruptionBudget and HorizontalPodAutoscaler of Gateway gw, in the Gateway's namespace: "portico-<gw>", shortened with
-// a hash when it would exceed 63 characters (the limit of a Service name).
-// Shortening is not injective: another Gateway's name can be the shortened
-// form of a long one. CheckOwner keeps either from writing the other's
-// objects.
-func Name(gw string) string {
-	n := namePrefix + gw
-	if len(n) <= 63 {
-		return n
-	}
-	sum := sha256.Sum256([]byte(gw))
-	return n[:54] + "-" + hex.EncodeToString(sum[:])[:8]
-}
-
-// ClientCertSecretName is the Secret holding the xDS client certificate of
-// Gateway gw's proxies (tls.crt, tls.key, ca.crt), in the Gateway's
-// namespace.
-func ClientCertSecretName(gw string) string { return Name(gw) + "-xds" }
-
-// Labels returns the labels of the objects of Gateway ns/gw.
-func Labels(ns, gw string) map[string]string {
-	return map[string]string{
-		LabelManagedBy:        ManagedByValue,
-		LabelName:             NameValue,
-		LabelGatewayName:      gw,
-		LabelGatewayNamespace: ns,
-		LabelGatewayAPIName:   gw,
-	}
-}
+// FieldManager is the server-side apply field manager of every write.
+const FieldManager = "portico"

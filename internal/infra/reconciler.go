@@ -24,16 +24,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
-
-// Spec is what the translator decides about one Gateway of ours: the
-// Gateway, the effective ProxyConfig spec (the Gateway's own parametersRef,
-// else its class's, else defaults) and the listener ports to expose.
-type Spec struct {
-	Gateway *gwv1.Gateway
-	Proxy   v1alpha1.ProxyConfigSpec
-	Ports   []int32
-}
 
 // ClientCerts issues and removes the xDS client certificate Secret of a
 // Gateway's proxies.
@@ -79,11 +71,12 @@ type Reconciler struct {
 }
 
 type desiredGW struct {
-	spec    Spec
+	spec    proxyspec.Spec
 	objects *Objects
 }
 
-// blockedGW is a Gateway whose provisioned name is taken (see CheckOwner).
+// blockedGW is a Gateway whose provisioned name is taken (see
+// proxyspec.CheckOwner).
 type blockedGW struct {
 	// name is the object name that is taken, in the Gateway's namespace.
 	name string
@@ -126,9 +119,9 @@ func (r *Reconciler) SetReader(rd client.Reader) { r.cfg.Reader = rd }
 // A Gateway whose spec is the one of the previous call (the same Gateway
 // object, proxy configuration and ports) is not rendered again: a
 // translation caused by a route or an endpoint costs no rendering. A spec
-// that fails CheckProxyConfig (the translator refused it) is not rendered:
-// the Gateway's objects stay as they are.
-func (r *Reconciler) Publish(specs []Spec) {
+// that fails proxyspec.CheckProxyConfig (the translator refused it) is not
+// rendered: the Gateway's objects stay as they are.
+func (r *Reconciler) Publish(specs []proxyspec.Spec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := map[types.NamespacedName]bool{}
@@ -141,7 +134,7 @@ func (r *Reconciler) Publish(specs []Spec) {
 		if old, ok := r.desired[k]; ok && sameSpec(&old.spec, &s) {
 			continue
 		}
-		if err := CheckProxyConfig(s.Proxy); err != nil {
+		if err := proxyspec.CheckProxyConfig(s.Proxy); err != nil {
 			// The Gateway's (or its class's) status says so; what runs
 			// stays until the ProxyConfig is fixed.
 			r.cfg.Log.Error("not rendering proxies of a refused ProxyConfig", "gateway", k, "err", err)
@@ -169,7 +162,7 @@ func (r *Reconciler) Publish(specs []Spec) {
 // sameSpec reports whether two specs render the same objects without
 // rendering them: informer objects are never modified in place, so the same
 // Gateway pointer is the same Gateway.
-func sameSpec(a, b *Spec) bool {
+func sameSpec(a, b *proxyspec.Spec) bool {
 	return a.Gateway == b.Gateway && slices.Equal(a.Ports, b.Ports) && equality.Semantic.DeepEqual(a.Proxy, b.Proxy)
 }
 
@@ -178,14 +171,14 @@ func sameSpec(a, b *Spec) bool {
 // an object of that name (it may be gone).
 func (r *Reconciler) Observe(obj client.Object) {
 	l := obj.GetLabels()
-	if l[LabelManagedBy] != ManagedByValue || l[LabelGatewayName] == "" {
+	if l[proxyspec.LabelManagedBy] != proxyspec.ManagedByValue || l[proxyspec.LabelGatewayName] == "" {
 		return
 	}
-	r.queue.Add(types.NamespacedName{Namespace: l[LabelGatewayNamespace], Name: l[LabelGatewayName]})
+	r.queue.Add(types.NamespacedName{Namespace: l[proxyspec.LabelGatewayNamespace], Name: l[proxyspec.LabelGatewayName]})
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, b := range r.blocked {
-		if k.Namespace == obj.GetNamespace() && (b.name == obj.GetName() || ClientCertSecretName(k.Name) == obj.GetName()) {
+		if k.Namespace == obj.GetNamespace() && (b.name == obj.GetName() || proxyspec.ClientCertSecretName(k.Name) == obj.GetName()) {
 			r.queue.Add(k)
 		}
 	}
@@ -233,14 +226,14 @@ func provisionedLists() []client.ObjectList {
 func (r *Reconciler) orphans(ctx context.Context) []types.NamespacedName {
 	found := map[types.NamespacedName]bool{}
 	for _, list := range provisionedLists() {
-		if err := r.cfg.Reader.List(ctx, list, client.MatchingLabels{LabelManagedBy: ManagedByValue}); err != nil {
+		if err := r.cfg.Reader.List(ctx, list, client.MatchingLabels{proxyspec.LabelManagedBy: proxyspec.ManagedByValue}); err != nil {
 			r.cfg.Log.Warn("listing provisioned objects", "err", err)
 			continue
 		}
 		_ = eachItem(list, func(o client.Object) {
 			l := o.GetLabels()
-			if l[LabelGatewayName] != "" {
-				found[types.NamespacedName{Namespace: l[LabelGatewayNamespace], Name: l[LabelGatewayName]}] = true
+			if l[proxyspec.LabelGatewayName] != "" {
+				found[types.NamespacedName{Namespace: l[proxyspec.LabelGatewayNamespace], Name: l[proxyspec.LabelGatewayName]}] = true
 			}
 		})
 	}
@@ -305,7 +298,7 @@ func (r *Reconciler) processNext() bool {
 		r.queue.Forget(k)
 		return true
 	}
-	var conflict *ConflictError
+	var conflict *proxyspec.ConflictError
 	if errors.As(err, &conflict) {
 		// Its status says so (Programmed=False); retried with backoff
 		// until the holder of the name is gone.
@@ -320,7 +313,7 @@ func (r *Reconciler) processNext() bool {
 // setBlocked records whether Gateway k's write was refused for a taken
 // name, and logs the first refusal.
 func (r *Reconciler) setBlocked(k types.NamespacedName, err error) {
-	var conflict *ConflictError
+	var conflict *proxyspec.ConflictError
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, was := r.blocked[k]
@@ -339,15 +332,15 @@ func (r *Reconciler) setBlocked(k types.NamespacedName, err error) {
 // whatever happens elsewhere (its status says why).
 var errUnprovisionable = errors.New("cannot provision")
 
-// checkOwnership fails with a *ConflictError when an object Portico would
-// write for Gateway gw exists and is not gw's (see CheckOwner); the
-// HorizontalPodAutoscaler counts only when autoscaled (Portico writes
-// none otherwise). It reads the informer cache, and the API server for
+// checkOwnership fails with a *proxyspec.ConflictError when an object
+// Portico would write for Gateway gw exists and is not gw's (see
+// proxyspec.CheckOwner); the HorizontalPodAutoscaler counts only when
+// autoscaled (Portico writes none otherwise). It reads the informer cache, and the API server for
 // objects the cache does not have: the caches hold only labelled
 // Deployments, ConfigMaps, ServiceAccounts, PodDisruptionBudgets and
 // HorizontalPodAutoscalers and TLS Secrets, and lag behind writes.
 func (r *Reconciler) checkOwnership(ctx context.Context, gw *gwv1.Gateway, autoscaled bool) error {
-	name := Name(gw.Name)
+	name := proxyspec.Name(gw.Name)
 	type target struct {
 		kind string
 		obj  client.Object
@@ -364,7 +357,7 @@ func (r *Reconciler) checkOwnership(ctx context.Context, gw *gwv1.Gateway, autos
 		targets = append(targets, target{"HorizontalPodAutoscaler", &autoscalingv2.HorizontalPodAutoscaler{}, name})
 	}
 	if r.cfg.Certs != nil {
-		targets = append(targets, target{"Secret", &corev1.Secret{}, ClientCertSecretName(gw.Name)})
+		targets = append(targets, target{"Secret", &corev1.Secret{}, proxyspec.ClientCertSecretName(gw.Name)})
 	}
 	for _, t := range targets {
 		found, err := r.read(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: t.name}, t.obj)
@@ -372,7 +365,7 @@ func (r *Reconciler) checkOwnership(ctx context.Context, gw *gwv1.Gateway, autos
 			return err
 		}
 		if found {
-			if err := CheckOwner(t.obj, t.kind, gw); err != nil {
+			if err := proxyspec.CheckOwner(t.obj, t.kind, gw); err != nil {
 				return err
 			}
 		}
@@ -403,8 +396,8 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName, obj cli
 }
 
 func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desiredGW) error {
-	if len(k.Name) > MaxGatewayNameLength {
-		return fmt.Errorf("%w: the Gateway name has more than %d characters, the limit of a label value", errUnprovisionable, MaxGatewayNameLength)
+	if len(k.Name) > proxyspec.MaxGatewayNameLength {
+		return fmt.Errorf("%w: the Gateway name has more than %d characters, the limit of a label value", errUnprovisionable, proxyspec.MaxGatewayNameLength)
 	}
 	// Nothing is written, not even the client certificate, unless every
 	// object of the Gateway's name is the Gateway's or absent.
@@ -465,7 +458,7 @@ func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desir
 // references, but not for a Gateway that only stopped being ours, and not
 // promptly.
 func (r *Reconciler) remove(ctx context.Context, k types.NamespacedName) error {
-	sel := client.MatchingLabels{LabelManagedBy: ManagedByValue, LabelGatewayName: k.Name, LabelGatewayNamespace: k.Namespace}
+	sel := client.MatchingLabels{proxyspec.LabelManagedBy: proxyspec.ManagedByValue, proxyspec.LabelGatewayName: k.Name, proxyspec.LabelGatewayNamespace: k.Namespace}
 	in := client.InNamespace(k.Namespace)
 	var errs []error
 	for _, list := range provisionedLists() {
@@ -474,7 +467,7 @@ func (r *Reconciler) remove(ctx context.Context, k types.NamespacedName) error {
 			continue
 		}
 		_ = eachItem(list, func(o client.Object) {
-			if !controlledByName(o, k.Name) {
+			if !proxyspec.ControlledByName(o, k.Name) {
 				return // labelled as the Gateway's, but not its own
 			}
 			err := r.cfg.Client.Delete(ctx, o, client.PropagationPolicy("Background"))
@@ -488,13 +481,13 @@ func (r *Reconciler) remove(ctx context.Context, k types.NamespacedName) error {
 	}
 	if r.cfg.Certs != nil {
 		// The Secret's name is shared by every Gateway whose name maps to
-		// Name(k.Name): delete it only if it is this Gateway's.
+		// proxyspec.Name(k.Name): delete it only if it is this Gateway's.
 		var sec corev1.Secret
-		found, err := r.read(ctx, types.NamespacedName{Namespace: k.Namespace, Name: ClientCertSecretName(k.Name)}, &sec)
+		found, err := r.read(ctx, types.NamespacedName{Namespace: k.Namespace, Name: proxyspec.ClientCertSecretName(k.Name)}, &sec)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case found && controlledByName(&sec, k.Name):
+		case found && proxyspec.ControlledByName(&sec, k.Name):
 			if err := r.cfg.Certs.DeleteClientCert(ctx, k.Namespace, k.Name); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
 			}

@@ -24,6 +24,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/testenv"
 )
 
@@ -72,13 +73,13 @@ func (a *apiReconciler) doneOf(gw *gwv1.Gateway) int {
 
 // publishAndWait publishes spec and waits for the Gateway's objects to be
 // written (or removed, with remove set) once more.
-func (a *apiReconciler) publishAndWait(t *testing.T, spec Spec, remove bool) {
+func (a *apiReconciler) publishAndWait(t *testing.T, spec proxyspec.Spec, remove bool) {
 	t.Helper()
 	before := a.doneOf(spec.Gateway)
 	if remove {
 		a.Publish(nil)
 	} else {
-		a.Publish([]Spec{spec})
+		a.Publish([]proxyspec.Spec{spec})
 	}
 	a.waitDone(t, spec.Gateway, before)
 }
@@ -106,7 +107,7 @@ func (a *apiReconciler) waitDone(t *testing.T, gw *gwv1.Gateway, before int) {
 func (a *apiReconciler) deployment(t *testing.T, gw *gwv1.Gateway) *appsv1.Deployment {
 	t.Helper()
 	var d appsv1.Deployment
-	if err := a.c.Get(context.Background(), types.NamespacedName{Namespace: gw.Namespace, Name: Name(gw.Name)}, &d); err != nil {
+	if err := a.c.Get(context.Background(), types.NamespacedName{Namespace: gw.Namespace, Name: proxyspec.Name(gw.Name)}, &d); err != nil {
 		t.Fatal(err)
 	}
 	return &d
@@ -165,9 +166,9 @@ func TestReconcilerDisruptionBudgetAndAutoscaler(t *testing.T) {
 
 	t.Run("autoscaled from the start", func(t *testing.T) {
 		gw := gatewayIn("apps", "auto")
-		spec := Spec{Gateway: gw, Ports: []int32{80}, Proxy: v1alpha1.ProxyConfigSpec{Autoscaling: autoscaling}}
+		spec := proxyspec.Spec{Gateway: gw, Ports: []int32{80}, Proxy: v1alpha1.ProxyConfigSpec{Autoscaling: autoscaling}}
 		a.publishAndWait(t, spec, false)
-		key := types.NamespacedName{Namespace: "apps", Name: Name(gw.Name)}
+		key := types.NamespacedName{Namespace: "apps", Name: proxyspec.Name(gw.Name)}
 
 		var hpa autoscalingv2.HorizontalPodAutoscaler
 		if err := a.c.Get(ctx, key, &hpa); err != nil {
@@ -185,7 +186,7 @@ func TestReconcilerDisruptionBudgetAndAutoscaler(t *testing.T) {
 			t.Fatal(err)
 		}
 		if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil ||
-			pdb.Spec.Selector == nil || pdb.Spec.Selector.MatchLabels[LabelGatewayName] != gw.Name {
+			pdb.Spec.Selector == nil || pdb.Spec.Selector.MatchLabels[proxyspec.LabelGatewayName] != gw.Name {
 			t.Errorf("PDB spec = %+v", pdb.Spec)
 		}
 		checkControlledBy(t, &pdb, gw)
@@ -227,7 +228,7 @@ func TestReconcilerDisruptionBudgetAndAutoscaler(t *testing.T) {
 
 	t.Run("autoscaling turned on keeps the replicas", func(t *testing.T) {
 		gw := gatewayIn("apps", "grow")
-		spec := Spec{Gateway: gw, Ports: []int32{80}, Proxy: v1alpha1.ProxyConfigSpec{Replicas: ptr.To[int32](5)}}
+		spec := proxyspec.Spec{Gateway: gw, Ports: []int32{80}, Proxy: v1alpha1.ProxyConfigSpec{Replicas: ptr.To[int32](5)}}
 		a.publishAndWait(t, spec, false)
 		if got := *a.deployment(t, gw).Spec.Replicas; got != 5 {
 			t.Fatalf("replicas = %d, want 5", got)
@@ -256,7 +257,7 @@ func TestReconcilerDisruptionBudgetAndAutoscaler(t *testing.T) {
 	t.Run("an autoscaler of the name that is not the Gateway's", func(t *testing.T) {
 		gw := gatewayIn("apps", "taken")
 		foreign := &autoscalingv2.HorizontalPodAutoscaler{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: Name(gw.Name)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: proxyspec.Name(gw.Name)},
 			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "other"},
 				MaxReplicas:    3,
@@ -266,12 +267,12 @@ func TestReconcilerDisruptionBudgetAndAutoscaler(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Without autoscaling it is left alone and blocks nothing.
-		a.publishAndWait(t, Spec{Gateway: gw, Ports: []int32{80}}, false)
+		a.publishAndWait(t, proxyspec.Spec{Gateway: gw, Ports: []int32{80}}, false)
 		if err := a.c.Get(ctx, client.ObjectKeyFromObject(foreign), &autoscalingv2.HorizontalPodAutoscaler{}); err != nil {
 			t.Errorf("a foreign HPA was deleted: %v", err)
 		}
 		// With autoscaling, Portico does not take it over.
-		a.Publish([]Spec{{Gateway: gw, Ports: []int32{80}, Proxy: v1alpha1.ProxyConfigSpec{Autoscaling: autoscaling}}})
+		a.Publish([]proxyspec.Spec{{Gateway: gw, Ports: []int32{80}, Proxy: v1alpha1.ProxyConfigSpec{Autoscaling: autoscaling}}})
 		waitFor(t, 30*time.Second, "the Gateway blocked", func() error {
 			a.Reconciler.mu.Lock()
 			defer a.Reconciler.mu.Unlock()

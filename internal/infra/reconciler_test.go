@@ -9,6 +9,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // Publish renders a Gateway only when its spec changed, and enqueues it
@@ -30,11 +31,11 @@ func TestPublishRendersChangedSpecsOnly(t *testing.T) {
 		return n
 	}
 	gw := testGateway()
-	spec := Spec{Gateway: gw, Ports: []int32{80}, Proxy: v1alpha1.ProxyConfigSpec{Replicas: ptr.To[int32](2)}}
-	step := func(name string, s Spec, wantRenders, wantQueued int) {
+	spec := proxyspec.Spec{Gateway: gw, Ports: []int32{80}, Proxy: v1alpha1.ProxyConfigSpec{Replicas: ptr.To[int32](2)}}
+	step := func(name string, s proxyspec.Spec, wantRenders, wantQueued int) {
 		t.Helper()
 		renders = 0
-		r.Publish([]Spec{s})
+		r.Publish([]proxyspec.Spec{s})
 		if renders != wantRenders {
 			t.Errorf("%s: %d renders, want %d", name, renders, wantRenders)
 		}
@@ -51,7 +52,7 @@ func TestPublishRendersChangedSpecsOnly(t *testing.T) {
 	step("same spec", same, 0, 0)
 	// A new Gateway object (e.g. its status was written) with the same
 	// content renders again, and changes nothing.
-	step("new object", Spec{Gateway: testGateway(), Ports: []int32{80}, Proxy: same.Proxy}, 1, 0)
+	step("new object", proxyspec.Spec{Gateway: testGateway(), Ports: []int32{80}, Proxy: same.Proxy}, 1, 0)
 	// A listener port or the proxy configuration changes the objects.
 	cur := r.desired[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}].spec
 	ports := cur

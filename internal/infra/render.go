@@ -15,6 +15,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // Params are the controller-wide settings of rendered proxies.
@@ -33,18 +34,9 @@ const (
 	bootstrapDir  = "/etc/envoy"
 	bootstrapFile = "envoy.json"
 	xdsCertDir    = "/etc/portico/xds"
-	adminPort     = 19001
-	readyPort     = 19002
 	// envoyUID is the user and group Envoy runs as (distroless nonroot),
 	// and the Pod's fsGroup.
 	envoyUID = 65532
-)
-
-// Values of the fields a ProxyConfig leaves unset (and DefaultEnvoyImage).
-const (
-	DefaultReplicas    int32 = 2
-	DefaultLogLevel          = "info"
-	DefaultServiceType       = corev1.ServiceTypeLoadBalancer
 )
 
 // Objects are the apply configurations of one Gateway's proxies, in the
@@ -65,9 +57,9 @@ type Objects struct {
 // translator refuses (see the package doc) is an error, never objects the
 // API server would refuse.
 func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Params) (*Objects, error) {
-	name := Name(gw.Name)
+	name := proxyspec.Name(gw.Name)
 	ns := gw.Namespace
-	labels := Labels(ns, gw.Name)
+	labels := proxyspec.Labels(ns, gw.Name)
 	meta := objectMeta(gw)
 
 	files, err := BootstrapFiles(ns, gw.Name, pc, p)
@@ -99,7 +91,7 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 	if pc.Autoscaling == nil {
 		// With autoscaling the field is not in Portico's configuration:
 		// its owner is the HorizontalPodAutoscaler (see replicas.go).
-		replicas := DefaultReplicas
+		replicas := proxyspec.DefaultReplicas
 		if pc.Replicas != nil {
 			replicas = *pc.Replicas
 		}
@@ -111,7 +103,7 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 
 	svcType := pc.Service.Type
 	if svcType == "" {
-		svcType = DefaultServiceType
+		svcType = proxyspec.DefaultServiceType
 	}
 	svcAnn := map[string]string{}
 	for k, v := range meta.annotations {
@@ -164,27 +156,11 @@ func objectMeta(gw *gwv1.Gateway) renderedMeta {
 			m.annotations[string(k)] = string(v)
 		}
 	}
-	for k, v := range Labels(gw.Namespace, gw.Name) {
+	for k, v := range proxyspec.Labels(gw.Namespace, gw.Name) {
 		m.labels[k] = v
 	}
 	m.owner = metav1ac.OwnerReference().
 		WithAPIVersion(gwv1.GroupVersion.String()).WithKind("Gateway").
 		WithName(gw.Name).WithUID(gw.UID).WithController(true)
 	return m
-}
-
-// Ports are the distinct listener ports of a Gateway and its ListenerSets,
-// as the translator programmed them.
-func Ports(ports []uint32) []int32 {
-	seen := map[int32]bool{}
-	var out []int32
-	for _, p := range ports {
-		if p == 0 || p > 65535 || seen[int32(p)] {
-			continue
-		}
-		seen[int32(p)] = true
-		out = append(out, int32(p))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }

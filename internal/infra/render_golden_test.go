@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/render/*.out.yaml from the current output")
@@ -123,7 +124,7 @@ func listenerPorts(gw *gwv1.Gateway) []int32 {
 	for _, l := range gw.Spec.Listeners {
 		ports = append(ports, uint32(l.Port))
 	}
-	return Ports(ports)
+	return proxyspec.Ports(ports)
 }
 
 func reversed(s []int32) []int32 {

@@ -17,10 +17,11 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // Prometheus scrape annotations of the proxy Pods (unless metrics are
-// disabled): scrapePath on MetricsPort.
+// disabled): scrapePath on proxyspec.MetricsPort.
 const (
 	AnnotationScrape     = "prometheus.io/scrape"
 	AnnotationScrapePort = "prometheus.io/port"
@@ -48,8 +49,8 @@ var (
 
 // podTemplate is the proxy Pod of Gateway gw.
 func podTemplate(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Params) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
-	name := Name(gw.Name)
-	selector := Labels(gw.Namespace, gw.Name)
+	name := proxyspec.Name(gw.Name)
+	selector := proxyspec.Labels(gw.Namespace, gw.Name)
 	labels, annotations := podMetadata(gw, pc)
 
 	spec := corev1ac.PodSpec().
@@ -69,7 +70,7 @@ func podTemplate(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p
 		WithVolumes(
 			corev1ac.Volume().WithName("bootstrap").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(name)),
 			corev1ac.Volume().WithName("xds-cert").WithSecret(corev1ac.SecretVolumeSource().
-				WithSecretName(ClientCertSecretName(gw.Name)).WithDefaultMode(0o440)))
+				WithSecretName(proxyspec.ClientCertSecretName(gw.Name)).WithDefaultMode(0o440)))
 
 	spread, err := topologySpread(pc, selector)
 	if err != nil {
@@ -122,10 +123,10 @@ func podMetadata(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec) (labels, annotat
 			annotations[k] = v
 		}
 	}
-	for k, v := range Labels(gw.Namespace, gw.Name) {
+	for k, v := range proxyspec.Labels(gw.Namespace, gw.Name) {
 		labels[k] = v
 	}
-	if port, ok := MetricsPort(pc); ok {
+	if port, ok := proxyspec.MetricsPort(pc); ok {
 		annotations[AnnotationScrape] = "true"
 		annotations[AnnotationScrapePort] = strconv.Itoa(int(port))
 		annotations[AnnotationScrapePath] = scrapePath
@@ -133,7 +134,7 @@ func podMetadata(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec) (labels, annotat
 	return labels, annotations
 }
 
-// envoyContainer runs Envoy. It is ready while /ready on readyPort says so
+// envoyContainer runs Envoy. It is ready while /ready on proxyspec.ReadyPort says so
 // (the shutdown-manager fails it first when the Pod terminates), and its
 // preStop hook waits for the shutdown-manager to drain it.
 func envoyContainer(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32) *corev1ac.ContainerApplyConfiguration {
@@ -143,7 +144,7 @@ func envoyContainer(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32
 	}
 	logLevel := pc.LogLevel
 	if logLevel == "" {
-		logLevel = DefaultLogLevel
+		logLevel = proxyspec.DefaultLogLevel
 	}
 	c := corev1ac.Container().
 		WithName(EnvoyContainerName).
@@ -152,7 +153,7 @@ func envoyContainer(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32
 			"--service-cluster", gw.Namespace+"/"+gw.Name,
 			"--service-node", "$(POD_NAME)",
 			"--log-level", logLevel,
-			"--drain-time-s", strconv.FormatInt(ceilSeconds(DrainTimeout(pc)), 10),
+			"--drain-time-s", strconv.FormatInt(ceilSeconds(proxyspec.DrainTimeout(pc)), 10),
 			"--drain-strategy", "immediate").
 		WithEnv(corev1ac.EnvVar().WithName("POD_NAME").WithValueFrom(
 			corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("metadata.name")))).
@@ -160,17 +161,17 @@ func envoyContainer(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32
 			corev1ac.VolumeMount().WithName("bootstrap").WithMountPath(bootstrapDir).WithReadOnly(true),
 			corev1ac.VolumeMount().WithName("xds-cert").WithMountPath(xdsCertDir).WithReadOnly(true)).
 		WithReadinessProbe(corev1ac.Probe().
-			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/ready").WithPort(intstr.FromInt32(readyPort))).
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/ready").WithPort(intstr.FromInt32(proxyspec.ReadyPort))).
 			WithPeriodSeconds(1).WithTimeoutSeconds(1).
 			WithFailureThreshold(3).WithSuccessThreshold(1)).
 		WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().
-			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(shutdownWaitPath).WithPort(intstr.FromInt32(AgentPort))))).
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(shutdownWaitPath).WithPort(intstr.FromInt32(proxyspec.AgentPort))))).
 		WithSecurityContext(lockedDown()).
 		WithResources(envoyResources(pc))
 	for _, port := range ports {
 		c.WithPorts(corev1ac.ContainerPort().WithName(portName(port)).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP))
 	}
-	if port, ok := MetricsPort(pc); ok {
+	if port, ok := proxyspec.MetricsPort(pc); ok {
 		c.WithPorts(corev1ac.ContainerPort().WithName("metrics").WithContainerPort(port).WithProtocol(corev1.ProtocolTCP))
 	}
 	return c
@@ -186,20 +187,20 @@ func agentContainer(pc v1alpha1.ProxyConfigSpec, p Params) *corev1ac.ContainerAp
 	if image == "" {
 		image = DefaultAgentImage
 	}
-	ignore := strconv.Itoa(readyPort)
-	if port, ok := MetricsPort(pc); ok {
+	ignore := strconv.Itoa(int(proxyspec.ReadyPort))
+	if port, ok := proxyspec.MetricsPort(pc); ok {
 		ignore += "," + strconv.Itoa(int(port))
 	}
 	return corev1ac.Container().
 		WithName(AgentContainerName).
 		WithImage(image).
 		WithArgs("proxy-agent",
-			"--admin-address=127.0.0.1:"+strconv.Itoa(adminPort),
-			"--listen=:"+strconv.Itoa(int(AgentPort)),
-			"--drain-timeout="+DrainTimeout(pc).String(),
-			"--min-drain-duration="+MinDrainDuration(pc).String(),
+			"--admin-address=127.0.0.1:"+strconv.Itoa(int(proxyspec.AdminPort)),
+			"--listen=:"+strconv.Itoa(int(proxyspec.AgentPort)),
+			"--drain-timeout="+proxyspec.DrainTimeout(pc).String(),
+			"--min-drain-duration="+proxyspec.MinDrainDuration(pc).String(),
 			"--ignore-ports="+ignore).
-		WithPorts(corev1ac.ContainerPort().WithName("agent").WithContainerPort(AgentPort).WithProtocol(corev1.ProtocolTCP)).
+		WithPorts(corev1ac.ContainerPort().WithName("agent").WithContainerPort(proxyspec.AgentPort).WithProtocol(corev1.ProtocolTCP)).
 		WithSecurityContext(lockedDown()).
 		WithResources(corev1ac.ResourceRequirements().
 			WithRequests(agentRequests.DeepCopy()).

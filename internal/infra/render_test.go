@@ -16,6 +16,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 var params = Params{XDSAddress: "portico-xds.portico-system.svc:18000", XDSServerName: "portico-xds.portico-system.svc"}
@@ -26,7 +27,7 @@ func testGateway() *gwv1.Gateway {
 		Spec: gwv1.GatewaySpec{
 			GatewayClassName: "portico",
 			Infrastructure: &gwv1.GatewayInfrastructure{
-				Labels:      map[gwv1.LabelKey]gwv1.LabelValue{"team": "web", LabelManagedBy: "someone-else"},
+				Labels:      map[gwv1.LabelKey]gwv1.LabelValue{"team": "web", proxyspec.LabelManagedBy: "someone-else"},
 				Annotations: map[gwv1.AnnotationKey]gwv1.AnnotationValue{"example.com/owner": "web"},
 			},
 		},
@@ -48,7 +49,7 @@ func TestRenderObjects(t *testing.T) {
 		t.Fatalf("deployment %s/%s", *d.Namespace, *d.Name)
 	}
 	// spec.infrastructure labels and annotations propagate, ours win.
-	if d.Labels["team"] != "web" || d.Labels[LabelManagedBy] != ManagedByValue || d.Annotations["example.com/owner"] != "web" {
+	if d.Labels["team"] != "web" || d.Labels[proxyspec.LabelManagedBy] != proxyspec.ManagedByValue || d.Annotations["example.com/owner"] != "web" {
 		t.Errorf("labels/annotations not propagated: %v %v", d.Labels, d.Annotations)
 	}
 	if d.Spec.Template.Labels["team"] != "web" {
@@ -130,15 +131,5 @@ func TestBootstrap(t *testing.T) {
 	var js map[string]any
 	if err := json.Unmarshal([]byte(out), &js); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestNameIsAValidServiceName(t *testing.T) {
-	long := strings.Repeat("g", 80)
-	if n := Name(long); len(n) > 63 || Name(long) != n || Name(long+"x") == n {
-		t.Errorf("Name(long) = %q", n)
-	}
-	if Name("edge") != "portico-edge" {
-		t.Errorf("Name(edge) = %q", Name("edge"))
 	}
 }

@@ -12,6 +12,8 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // Who owns a Deployment's replicas.
@@ -90,7 +92,7 @@ func ownsReplicas(fields []metav1.ManagedFieldsEntry, manager string) bool {
 // observed when it does, which enqueues the Gateway again.
 func (r *Reconciler) deleteAutoscaler(ctx context.Context, gw *gwv1.Gateway) error {
 	var hpa autoscalingv2.HorizontalPodAutoscaler
-	key := types.NamespacedName{Namespace: gw.Namespace, Name: Name(gw.Name)}
+	key := types.NamespacedName{Namespace: gw.Namespace, Name: proxyspec.Name(gw.Name)}
 	var rd client.Reader = r.cfg.Client
 	if r.cfg.Reader != nil {
 		rd = r.cfg.Reader
@@ -98,7 +100,7 @@ func (r *Reconciler) deleteAutoscaler(ctx context.Context, gw *gwv1.Gateway) err
 	if err := rd.Get(ctx, key, &hpa); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !controlledByName(&hpa, gw.Name) {
+	if !proxyspec.ControlledByName(&hpa, gw.Name) {
 		return nil // not Portico's to delete
 	}
 	// The one read, not a successor of the same name.

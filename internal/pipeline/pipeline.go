@@ -47,9 +47,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/metrics"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
@@ -77,7 +77,7 @@ type StatusSink interface {
 // InfraSink receives what the proxies of every Gateway need after each
 // translation. Publish must not block.
 type InfraSink interface {
-	Publish(specs []infra.Spec)
+	Publish(specs []proxyspec.Spec)
 }
 
 // Config of a Pipeline.

@@ -193,12 +193,6 @@ func TestReadyAndAccessors(t *testing.T) {
 	if p.Ready() || p.Latest() != nil {
 		t.Fatal("ready before the first translation")
 	}
-	if _, ok := p.DebugXDS("default/gw"); ok {
-		t.Error("DebugXDS found a gateway before the first translation")
-	}
-	if got := debugStatus(t, p); len(got) != 0 {
-		t.Errorf("DebugStatus before first translation = %v", got)
-	}
 
 	// Submitted before Run starts: picked up when it does.
 	p.Submit(snapshot(1, "default/gw", "other/gw2"))
@@ -222,14 +216,11 @@ func TestReadyAndAccessors(t *testing.T) {
 	if l == nil || len(l.XDS) != 2 || l.Versions["default/gw"] != "g1" || l.Versions["other/gw2"] != "g1" {
 		t.Fatalf("Latest = %+v", l)
 	}
-	if g, ok := debugXDS(t, p, "default/gw"); !ok || g.Version != "g1" || g.Gateway != "default/gw" {
-		t.Errorf("DebugXDS = %+v, %v", g, ok)
+	if l.XDS[0].Gateway != "default/gw" || l.XDS[0].Version != "g1" || l.XDS[1].Gateway != "other/gw2" {
+		t.Errorf("Latest XDS = %s@%s, %s, want default/gw@g1 and other/gw2 (sorted)", l.XDS[0].Gateway, l.XDS[0].Version, l.XDS[1].Gateway)
 	}
-	if _, ok := p.DebugXDS("nope/nope"); ok {
-		t.Error("DebugXDS found an unknown gateway")
-	}
-	if got := debugStatus(t, p); len(got) != 2 || got[0].Kind != "Gateway" {
-		t.Errorf("DebugStatus = %+v", got)
+	if l.Result == nil || l.Result.StatusSet.Len() != 2 || l.Result.StatusSet.Get(gatewayapi.KindGateway, "default", "gw") == nil {
+		t.Errorf("Latest Result = %+v, want the statuses of both Gateways", l.Result)
 	}
 	if n := testutilCount(t, m, "portico_translation_duration_seconds"); n != 1 {
 		t.Errorf("translation duration observations = %d, want 1", n)

@@ -24,6 +24,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // Names of the Secrets and Service in the controller namespace.
@@ -191,15 +192,15 @@ func (m *Manager) check(ctx context.Context) (time.Time, error) {
 
 	var list corev1.SecretList
 	if err := m.cfg.Client.List(ctx, &list,
-		client.MatchingLabels{infra.LabelManagedBy: infra.ManagedByValue},
-		client.HasLabels{infra.LabelGatewayName, infra.LabelGatewayNamespace}); err != nil {
+		client.MatchingLabels{proxyspec.LabelManagedBy: proxyspec.ManagedByValue},
+		client.HasLabels{proxyspec.LabelGatewayName, proxyspec.LabelGatewayNamespace}); err != nil {
 		return time.Time{}, fmt.Errorf("pki: list client certificate secrets: %w", err)
 	}
 	var errs []error
 	for i := range list.Items {
 		sec := &list.Items[i]
-		ns, gw := sec.Labels[infra.LabelGatewayNamespace], sec.Labels[infra.LabelGatewayName]
-		if ns != sec.Namespace || sec.Name != infra.ClientCertSecretName(gw) || !sec.DeletionTimestamp.IsZero() {
+		ns, gw := sec.Labels[proxyspec.LabelGatewayNamespace], sec.Labels[proxyspec.LabelGatewayName]
+		if ns != sec.Namespace || sec.Name != proxyspec.ClientCertSecretName(gw) || !sec.DeletionTimestamp.IsZero() {
 			continue
 		}
 		owners := ownerRefs(sec.OwnerReferences)
@@ -224,7 +225,7 @@ func (m *Manager) check(ctx context.Context) (time.Time, error) {
 }
 
 // EnsureClientCert creates or renews the client certificate Secret of
-// Gateway ns/gw (infra.ClientCertSecretName(gw) in ns: tls.crt, tls.key,
+// Gateway ns/gw (proxyspec.ClientCertSecretName(gw) in ns: tls.crt, tls.key,
 // ca.crt), owned by the Gateway. It fails if the Gateway does not exist.
 func (m *Manager) EnsureClientCert(ctx context.Context, ns, gw string) error {
 	m.mu.Lock()
@@ -241,7 +242,7 @@ func (m *Manager) EnsureClientCert(ctx context.Context, ns, gw string) error {
 	if err != nil {
 		return err
 	}
-	sec, err := m.get(ctx, ns, infra.ClientCertSecretName(gw))
+	sec, err := m.get(ctx, ns, proxyspec.ClientCertSecretName(gw))
 	if err != nil {
 		return err
 	}
@@ -273,7 +274,7 @@ func (m *Manager) ownerUID(ctx context.Context, ns, gw string, sec *corev1.Secre
 // DeleteClientCert deletes the client certificate Secret of Gateway ns/gw;
 // a missing Secret is not an error.
 func (m *Manager) DeleteClientCert(ctx context.Context, ns, gw string) error {
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infra.ClientCertSecretName(gw)}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: proxyspec.ClientCertSecretName(gw)}}
 	if err := m.cfg.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("pki: delete client certificate of %s/%s: %w", ns, gw, err)
 	}
@@ -334,7 +335,7 @@ func (m *Manager) ensureCA(ctx context.Context, now time.Time) (*caState, error)
 		return st, nil
 	}
 	ac := corev1ac.Secret(CASecretName, m.cfg.Namespace).
-		WithLabels(map[string]string{infra.LabelManagedBy: infra.ManagedByValue}).
+		WithLabels(map[string]string{proxyspec.LabelManagedBy: proxyspec.ManagedByValue}).
 		WithType(corev1.SecretTypeOpaque).
 		WithData(map[string][]byte{CACertKey: st.bundle, CAKeyKey: ca.KeyPEM()})
 	if sec != nil {
@@ -358,7 +359,7 @@ func (m *Manager) ensureServing(ctx context.Context, now time.Time, st *caState)
 	if leaf != nil && !m.serverSANsMatch(leaf) {
 		leaf = nil
 	}
-	labels := map[string]string{infra.LabelManagedBy: infra.ManagedByValue}
+	labels := map[string]string{proxyspec.LabelManagedBy: proxyspec.ManagedByValue}
 	if leaf != nil && current(sec, st.bundle, labels, nil) {
 		return leaf, nil
 	}
@@ -399,7 +400,7 @@ func (m *Manager) ensureClient(ctx context.Context, now time.Time, st *caState, 
 			leaf = nil
 		}
 	}
-	labels := infra.Labels(ns, gw)
+	labels := proxyspec.Labels(ns, gw)
 	if leaf != nil && current(sec, st.bundle, labels, owners) {
 		return leaf, nil
 	}
@@ -418,7 +419,7 @@ func (m *Manager) ensureClient(ctx context.Context, now time.Time, st *caState, 
 		m.cfg.Log.Info("issued an xDS client certificate", "gateway", id.Gateway(), "uid", id.UID,
 			"not_after", leaf.NotAfter)
 	}
-	ac := corev1ac.Secret(infra.ClientCertSecretName(gw), ns).
+	ac := corev1ac.Secret(proxyspec.ClientCertSecretName(gw), ns).
 		WithLabels(labels).
 		WithOwnerReferences(owners...).
 		WithType(corev1.SecretTypeTLS).

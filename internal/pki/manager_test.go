@@ -18,6 +18,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/pki"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // world is one test's namespace, clock and Manager.
@@ -229,7 +230,7 @@ func (w *world) gateway(name string) *gwv1.Gateway {
 }
 
 func (w *world) clientSecret(gw string) *corev1.Secret {
-	return w.secret(w.ns, infra.ClientCertSecretName(gw))
+	return w.secret(w.ns, proxyspec.ClientCertSecretName(gw))
 }
 
 func TestEnsureClientCert(t *testing.T) {
@@ -240,7 +241,7 @@ func TestEnsureClientCert(t *testing.T) {
 	}
 	s := w.clientSecret("web")
 	appliedByPortico(t, s)
-	for k, v := range infra.Labels(w.ns, "web") {
+	for k, v := range proxyspec.Labels(w.ns, "web") {
 		if s.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, s.Labels[k], v)
 		}
@@ -306,7 +307,7 @@ func TestEnsureClientCert(t *testing.T) {
 		t.Fatalf("DeleteClientCert: %v", err)
 	}
 	var gone corev1.Secret
-	if err := k8s.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: infra.ClientCertSecretName("web")}, &gone); !apierrors.IsNotFound(err) {
+	if err := k8s.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: proxyspec.ClientCertSecretName("web")}, &gone); !apierrors.IsNotFound(err) {
 		t.Errorf("client secret after delete: %v", err)
 	}
 	if err := w.m.DeleteClientCert(w.ctx, w.ns, "web"); err != nil {

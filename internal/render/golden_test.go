@@ -20,6 +20,7 @@ import (
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/render"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/resource/load"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -45,7 +46,7 @@ func TestGolden(t *testing.T) {
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
 		t.Run(name, func(t *testing.T) {
-			snap, warnings, err := resource.Load(in)
+			snap, warnings, err := load.Paths(in)
 			if err != nil {
 				t.Fatalf("load: %v", err)
 			}
@@ -155,7 +156,7 @@ func loadReversed(t *testing.T, file string) *resource.Snapshot {
 		}
 	}
 	snap := resource.New()
-	if _, err := snap.AddYAML(file+" (reversed)", buf.Bytes()); err != nil {
+	if _, err := load.AddYAML(snap, file+" (reversed)", buf.Bytes()); err != nil {
 		t.Fatalf("load reversed: %v", err)
 	}
 	return snap.Build()

@@ -20,6 +20,7 @@ import (
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/render"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/resource/load"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -27,7 +28,7 @@ import (
 // each Gateway's resources (in wire form, as the pipeline serves them).
 func translateCase(t *testing.T, file string, opts translate.Options) (*gatewayapi.Result, []*translate.Resources) {
 	t.Helper()
-	snap, _, err := resource.Load(file)
+	snap, _, err := load.Paths(file)
 	if err != nil {
 		t.Fatalf("load %s: %v", file, err)
 	}
@@ -213,7 +214,7 @@ spec:
 func loadString(t *testing.T, yaml string) *resource.Snapshot {
 	t.Helper()
 	s := resource.New()
-	if _, err := s.AddYAML("test.yaml", []byte(yaml)); err != nil {
+	if _, err := load.AddYAML(s, "test.yaml", []byte(yaml)); err != nil {
 		t.Fatal(err)
 	}
 	return s.Build()

@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"errors"
 	"fmt"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -24,15 +25,16 @@ type Editor struct {
 	done   bool
 }
 
-// Edit starts a snapshot from s, which must not be modified any more (it
-// is built if it was not: its maps are frozen).
+// Edit starts a snapshot from s, which must not be modified any more. Edit
+// only reads s, so several Editors may start from one snapshot at once; a
+// snapshot not built yet is indexed in the new snapshot, not in s.
 func (s *Snapshot) Edit() *Editor {
-	if !s.indexed {
-		s.Build()
-	}
 	n := *s
 	n.id, n.Changes = 0, nil
 	n.freeze() // changes copy what they change, even if s was changed after Build
+	if !n.indexed {
+		n.slicesByService, n.indexed = indexSlices(n.EndpointSlices), true
+	}
 	return &Editor{base: s, s: &n, slices: map[Key]Key{}}
 }
 
@@ -44,7 +46,7 @@ func (e *Editor) Set(k Kind, key Key, obj any) error {
 		return e.Delete(k, key)
 	}
 	if e.done {
-		panic("resource: Editor used after Snapshot")
+		return errEditorDone
 	}
 	m, ok := obj.(metav1.Object)
 	if !ok {
@@ -93,7 +95,7 @@ func (e *Editor) Set(k Kind, key Key, obj any) error {
 // Delete removes the object of kind k under key, if any.
 func (e *Editor) Delete(k Kind, key Key) error {
 	if e.done {
-		panic("resource: Editor used after Snapshot")
+		return errEditorDone
 	}
 	s := e.s
 	switch k {
@@ -159,11 +161,15 @@ func (e *Editor) sliceChanged(key Key) {
 	e.slices[key] = old
 }
 
+// errEditorDone is the error of Set and Delete after Snapshot.
+var errEditorDone = errors.New("resource: Editor used after Snapshot")
+
 // Snapshot returns the new snapshot, built, with a new ID and no Changes.
-// The Editor must not be used afterwards.
+// Set and Delete fail afterwards; calling Snapshot again returns the same
+// snapshot.
 func (e *Editor) Snapshot() *Snapshot {
 	if e.done {
-		panic("resource: Editor used after Snapshot")
+		return e.s
 	}
 	e.done = true
 	s := e.s

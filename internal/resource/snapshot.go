@@ -1,9 +1,3 @@
-// Package resource holds the input of a translation: an immutable snapshot of
-// Gateway API and core objects, the YAML loader that builds one from files,
-// the indexes the translator needs, and the Editor that derives a snapshot
-// from the previous one at the cost of what changed: objects and indexes
-// are in persistent maps (Map), which a new version shares with the one it
-// was made from except on the paths to the changed entries.
 package resource
 
 import (
@@ -56,18 +50,20 @@ type Snapshot struct {
 	// of Gateway API objects may be left out.
 	Changes *Changes
 
+	// id is set by New (or Build) and never changed by a read.
 	id uint64
 	// slicesByService indexes EndpointSlices by the Service they belong
 	// to, each list sorted by name. It is persistent: snapshots made with
-	// Edit share it with their base except where slices changed.
+	// Edit share it with their base except where slices changed. Build
+	// and Editor.Snapshot set it (and indexed); reads never do.
 	slicesByService pmap[Key, []*discoveryv1.EndpointSlice]
 	indexed         bool
 }
 
-// New returns an empty snapshot, to fill with Set on its maps (or AddYAML)
-// and then Build.
+// New returns an empty snapshot with a new ID, to fill with Set on its
+// maps (or with package load) and then Build.
 func New() *Snapshot {
-	return &Snapshot{}
+	return &Snapshot{id: snapshotIDs.Add(1)}
 }
 
 // Build freezes the snapshot's maps (see Map) and computes its indexes.
@@ -77,12 +73,19 @@ func New() *Snapshot {
 // contents are unaffected), as long as nobody reads it meanwhile; the
 // index is then computed again, from every EndpointSlice.
 func (s *Snapshot) Build() *Snapshot {
-	if s.id == 0 {
+	if s.id == 0 { // a zero Snapshot, not made by New
 		s.id = snapshotIDs.Add(1)
 	}
 	s.freeze()
+	s.slicesByService, s.indexed = indexSlices(s.EndpointSlices), true
+	return s
+}
+
+// indexSlices groups EndpointSlices by the Service they belong to, each
+// list sorted by name.
+func indexSlices(slices Map[Key, *discoveryv1.EndpointSlice]) pmap[Key, []*discoveryv1.EndpointSlice] {
 	groups := map[Key][]*discoveryv1.EndpointSlice{}
-	for _, es := range s.EndpointSlices.All() {
+	for _, es := range slices.All() {
 		if sk, ok := serviceOf(es); ok {
 			groups[sk] = append(groups[sk], es)
 		}
@@ -92,8 +95,7 @@ func (s *Snapshot) Build() *Snapshot {
 		sortSlices(list)
 		e.Set(sk, list)
 	}
-	s.slicesByService, s.indexed = e.Done(), true
-	return s
+	return e.Done()
 }
 
 // freeze freezes every map.
@@ -132,21 +134,27 @@ func sortSlices(list []*discoveryv1.EndpointSlice) {
 	})
 }
 
-// ID identifies the snapshot among those built by this process: Build
-// gives every snapshot a distinct, non-zero ID.
-func (s *Snapshot) ID() uint64 {
-	if s.id == 0 {
-		s.Build()
-	}
-	return s.id
-}
+// ID identifies the snapshot among those made by this process: New,
+// Editor.Snapshot (and Build, for a zero Snapshot) give every snapshot a
+// distinct, non-zero ID, which Build keeps. It is 0 only for a zero
+// Snapshot never built.
+func (s *Snapshot) ID() uint64 { return s.id }
 
-// EndpointSlicesFor returns the EndpointSlices of a Service, sorted by name.
+// EndpointSlicesFor returns the EndpointSlices of a Service, sorted by
+// name. The caller must not modify the list. On a snapshot not built yet
+// it scans the EndpointSlices (and keeps nothing: reads never write).
 func (s *Snapshot) EndpointSlicesFor(svc Key) []*discoveryv1.EndpointSlice {
-	if !s.indexed {
-		s.Build()
+	if s.indexed {
+		list, _ := s.slicesByService.Get(svc)
+		return list
 	}
-	list, _ := s.slicesByService.Get(svc)
+	var list []*discoveryv1.EndpointSlice
+	for _, es := range s.EndpointSlices.All() {
+		if sk, ok := serviceOf(es); ok && sk == svc {
+			list = append(list, es)
+		}
+	}
+	sortSlices(list)
 	return list
 }
 

@@ -1,7 +1,6 @@
 package status
 
 import (
-	"reflect"
 	"slices"
 	"strings"
 
@@ -9,6 +8,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/refs"
 )
 
 // The merge functions build the status to write from the desired status and
@@ -86,27 +86,31 @@ func mergeListenerSet(live gwv1.ListenerSetStatus, desired *gwv1.ListenerSetStat
 }
 
 // mergeRoute replaces this controller's entries of status.parents with the
-// desired ones and keeps every other controller's entries untouched. The
-// live order is kept: our entry for a parentRef stays where it is, entries
-// for new parentRefs are appended, entries for parentRefs we no longer
-// serve are removed. So a merge onto a status that already holds our
-// desired entries changes nothing, wherever another controller put its
-// own. A nil desired removes all of our entries.
+// desired ones and keeps every other controller's entries untouched. An
+// entry is identified by its parentRef as refs.EntryOf does (the CRD's
+// defaults applied, namespace as written). The live order is kept: our
+// entry for a parentRef stays where it is, entries for new parentRefs are
+// appended, entries for parentRefs we no longer serve are removed. So a
+// merge onto a status that already holds our desired entries changes
+// nothing, wherever another controller put its own. A nil desired removes
+// all of our entries.
 func mergeRoute(live gwv1.RouteStatus, desired *gwv1.RouteStatus, controller gwv1.GatewayController, now metav1.Time) gwv1.RouteStatus {
 	var want []gwv1.RouteParentStatus
+	var keys []refs.Entry
 	if desired != nil {
 		for _, d := range desired.Parents {
 			d = *d.DeepCopy()
 			d.ControllerName = controller
-			defaultParentRef(&d.ParentRef)
+			d.ParentRef = refs.StoredParentRef(d.ParentRef)
 			want = append(want, d)
+			keys = append(keys, refs.EntryOf(d.ParentRef))
 		}
 	}
 	used := make([]bool, len(want))
 	find := func(ref gwv1.ParentReference) int {
-		defaultParentRef(&ref)
+		k := refs.EntryOf(ref)
 		for i := range want {
-			if !used[i] && reflect.DeepEqual(ref, want[i].ParentRef) {
+			if !used[i] && keys[i] == k {
 				return i
 			}
 		}
@@ -118,7 +122,7 @@ func mergeRoute(live gwv1.RouteStatus, desired *gwv1.RouteStatus, controller gwv
 			out.Parents = append(out.Parents, *p.DeepCopy())
 			continue
 		}
-		i := find(*p.ParentRef.DeepCopy())
+		i := find(p.ParentRef)
 		if i < 0 {
 			continue // a parentRef we no longer serve
 		}
@@ -139,10 +143,10 @@ func mergeRoute(live gwv1.RouteStatus, desired *gwv1.RouteStatus, controller gwv
 
 // The API server applies the CRD schema's defaults to status too. Desired
 // statuses get the same defaults before they are compared with live ones, or
-// every comparison would differ and every write would repeat.
+// every comparison would differ and every write would repeat. Those of
+// parentRefs are refs.StoredParentRef's.
 var (
 	defaultGroup       = gwv1.Group(gwv1.GroupName)
-	defaultParentKind  = gwv1.Kind("Gateway")
 	defaultAddressType = gwv1.IPAddressType
 )
 
@@ -170,16 +174,5 @@ func defaultGatewayStatus(s *gwv1.GatewayStatus) {
 func defaultListenerSetStatus(s *gwv1.ListenerSetStatus) {
 	for i := range s.Listeners {
 		defaultKinds(s.Listeners[i].SupportedKinds)
-	}
-}
-
-func defaultParentRef(ref *gwv1.ParentReference) {
-	if ref.Group == nil {
-		g := defaultGroup
-		ref.Group = &g
-	}
-	if ref.Kind == nil {
-		k := defaultParentKind
-		ref.Kind = &k
 	}
 }

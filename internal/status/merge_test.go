@@ -192,3 +192,42 @@ func TestMergeGatewayKeepsForeignConditions(t *testing.T) {
 		t.Error("foreignCondition misclassifies")
 	}
 }
+
+// Our entries are found by parentRef as the API server stores it
+// (refs.EntryOf): a live entry with the schema's defaults written out is
+// the desired entry without them, while a parentRef that names the
+// route's namespace explicitly is another entry than one that leaves it
+// unset (the CRD accepts both on one route).
+func TestMergeRouteFindsEntriesByStoredParentRef(t *testing.T) {
+	group, kind := gwv1.Group(gwv1.GroupName), gwv1.Kind("Gateway")
+	ns := gwv1.Namespace("apps")
+	stored := parent(ours, "gw", cond("Accepted", "True", t0))
+	stored.ParentRef.Group, stored.ParentRef.Kind = &group, &kind
+	explicit := parent(ours, "gw", cond("Accepted", "True", t0))
+	explicit.ParentRef.Namespace = &ns
+	live := gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{explicit, stored}}
+
+	implicit := parent("", "gw", cond("Accepted", "True", t1))
+	got := mergeRoute(live, &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{implicit}}, ours, t1)
+	if len(got.Parents) != 1 {
+		t.Fatalf("parents = %+v, want the one entry without namespace", got.Parents)
+	}
+	p := got.Parents[0]
+	if p.ParentRef.Namespace != nil || p.ParentRef.Group == nil || p.ParentRef.Kind == nil {
+		t.Errorf("entry = %+v, want the stored form of the desired parentRef", p.ParentRef)
+	}
+	if !p.Conditions[0].LastTransitionTime.Equal(&t0) {
+		t.Errorf("the live entry was not found: transition time %v", p.Conditions[0].LastTransitionTime)
+	}
+
+	both := &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{implicit, parent("", "gw", cond("Accepted", "False", t1))}}
+	both.Parents[1].ParentRef.Namespace = &ns
+	got = mergeRoute(live, both, ours, t1)
+	if len(got.Parents) != 2 || got.Parents[0].ParentRef.Namespace == nil || got.Parents[1].ParentRef.Namespace != nil {
+		t.Fatalf("parents = %+v, want both entries in their live order", got.Parents)
+	}
+	if got.Parents[0].Conditions[0].Status != "False" || !got.Parents[0].Conditions[0].LastTransitionTime.Equal(&t1) ||
+		!got.Parents[1].Conditions[0].LastTransitionTime.Equal(&t0) {
+		t.Errorf("entries mixed up: %+v", got.Parents)
+	}
+}

@@ -126,6 +126,48 @@ go_memstats_heap_inuse_bytes 4.194304e+06
 	}
 }
 
+// TestParseMetricsHistogramAndSummary: histograms and summaries come out
+// as the samples their text shows (what the stages read: _sum and
+// _count), and malformed text is an error.
+func TestParseMetricsHistogramAndSummary(t *testing.T) {
+	text := `# TYPE portico_translation_duration_seconds histogram
+portico_translation_duration_seconds_bucket{mode="full",le="0.1"} 3
+portico_translation_duration_seconds_bucket{mode="full",le="1"} 5
+portico_translation_duration_seconds_bucket{mode="full",le="+Inf"} 6
+portico_translation_duration_seconds_sum{mode="full"} 2.5
+portico_translation_duration_seconds_count{mode="full"} 6
+# TYPE go_gc_duration_seconds summary
+go_gc_duration_seconds{quantile="0.5"} 0.001
+go_gc_duration_seconds_sum 0.01
+go_gc_duration_seconds_count 4
+`
+	ss, err := ParseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		match map[string]string
+		want  float64
+	}{
+		{"portico_translation_duration_seconds_sum", map[string]string{"mode": "full"}, 2.5},
+		{"portico_translation_duration_seconds_count", nil, 6},
+		{"portico_translation_duration_seconds_bucket", map[string]string{"le": "1"}, 5},
+		{"portico_translation_duration_seconds_bucket", map[string]string{"le": "+Inf"}, 6},
+		{"go_gc_duration_seconds", map[string]string{"quantile": "0.5"}, 0.001},
+		{"go_gc_duration_seconds_count", nil, 4},
+	} {
+		if got := ss.Sum(c.name, c.match); got != c.want {
+			t.Errorf("Sum(%s, %v) = %v, want %v", c.name, c.match, got, c.want)
+		}
+	}
+	for _, bad := range []string{"metric{a=\"x\" 1\n", "metric not-a-number\n"} {
+		if _, err := ParseMetrics(strings.NewReader(bad)); err == nil {
+			t.Errorf("ParseMetrics(%q) accepted malformed text", bad)
+		}
+	}
+}
+
 func TestCountStatusWrites(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ev := func(verb, res, sub, ns, name, ua string, code int, at time.Time) string {
@@ -477,5 +519,25 @@ func TestCPUUsageSinceAndRoles(t *testing.T) {
 	}
 	if got := cpuText(d); got != "kube-apiserver 7.5, leader 1, follower 0.25" {
 		t.Errorf("cpuText = %q", got)
+	}
+}
+
+// TestFindRepo: run from this package's directory (go test's working
+// directory, inside the bench's own module), FindRepo passes over
+// test/bench/go.mod and finds the product's module two levels up.
+func TestFindRepo(t *testing.T) {
+	repo, err := FindRepo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Dir(filepath.Dir(wd)); repo != want {
+		t.Errorf("FindRepo() = %s, want %s", repo, want)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "cmd", "portico")); err != nil {
+		t.Errorf("%s is not the repository: %v", repo, err)
 	}
 }

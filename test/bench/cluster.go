@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/mod/modfile"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -119,6 +120,26 @@ func poll(ctx context.Context, timeout, interval time.Duration, cond func() (boo
 	}
 }
 
-// FindRepo is the directory of go.mod above the working directory
-// (testenv.RepoRoot).
-func FindRepo() (string, error) { return testenv.RepoRoot() }
+// productModule is the module path of the repository's own go.mod.
+const productModule = "github.com/portico-dev/portico"
+
+// FindRepo is the repository root: the nearest directory at or above the
+// working directory whose go.mod is the product's module. The benchmark's
+// own module (test/bench/go.mod) is passed over, so the suite finds the
+// repository whether it runs from there or from test/bench.
+func FindRepo() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modfile.ModulePath(data) == productModule {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of %s at or above the working directory", productModule)
+		}
+		dir = parent
+	}
+}

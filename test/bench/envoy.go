@@ -42,6 +42,7 @@ import (
 
 	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/testenv"
 )
 
@@ -146,7 +147,7 @@ func (l *EnvoyLoop) startEnvoy(ctx context.Context) error {
 		return fmt.Errorf("sysctl: %v: %s", err, out)
 	}
 	var sec corev1.Secret
-	key := client.ObjectKey{Namespace: InfraNamespace, Name: infra.ClientCertSecretName(ProbeGateway)}
+	key := client.ObjectKey{Namespace: InfraNamespace, Name: proxyspec.ClientCertSecretName(ProbeGateway)}
 	if err := l.c.Get(ctx, key, &sec); err != nil {
 		return fmt.Errorf("client certificate %s: %w", key, err)
 	}

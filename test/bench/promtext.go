@@ -1,10 +1,13 @@
 package bench
 
 import (
-	"bufio"
+	"fmt"
 	"io"
-	"strconv"
-	"strings"
+	"maps"
+	"slices"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Sample is one Prometheus text-format sample.
@@ -18,83 +21,36 @@ type Sample struct {
 type Samples []Sample
 
 // ParseMetrics parses the Prometheus text exposition format (what
-// promhttp serves without content negotiation). Comments and malformed
-// lines are skipped.
+// promhttp serves without content negotiation) with the Prometheus
+// client's own parser (expfmt), and flattens it into samples as the text
+// shows them: a histogram is its name_bucket (with le), name_sum and
+// name_count samples, a summary its quantiles, name_sum and name_count.
+// Malformed input is an error.
 func ParseMetrics(r io.Reader) (Samples, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	names := slices.Sorted(maps.Keys(families))
 	var out Samples
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
+	for _, name := range names {
+		vec, err := expfmt.ExtractSamples(&expfmt.DecodeOptions{}, families[name])
+		if err != nil {
+			return nil, fmt.Errorf("metrics: %s: %w", name, err)
 		}
-		s, ok := parseSample(line)
-		if ok {
+		for _, smp := range vec {
+			s := Sample{Name: string(smp.Metric[model.MetricNameLabel]), Labels: make(map[string]string, len(smp.Metric)-1),
+				Value: float64(smp.Value)}
+			for k, v := range smp.Metric {
+				if k != model.MetricNameLabel {
+					s.Labels[string(k)] = string(v)
+				}
+			}
 			out = append(out, s)
 		}
 	}
-	return out, sc.Err()
-}
-
-func parseSample(line string) (Sample, bool) {
-	s := Sample{Labels: map[string]string{}}
-	rest := line
-	if i := strings.IndexAny(line, "{ "); i < 0 {
-		return s, false
-	} else {
-		s.Name, rest = line[:i], line[i:]
-	}
-	if strings.HasPrefix(rest, "{") {
-		end := strings.LastIndex(rest, "}")
-		if end < 0 {
-			return s, false
-		}
-		for _, kv := range splitLabels(rest[1:end]) {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				continue
-			}
-			if uq, err := strconv.Unquote(strings.TrimSpace(v)); err == nil {
-				v = uq
-			}
-			s.Labels[strings.TrimSpace(k)] = v
-		}
-		rest = rest[end+1:]
-	}
-	f := strings.Fields(rest)
-	if len(f) == 0 {
-		return s, false
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return s, false
-	}
-	s.Value = v
-	return s, true
-}
-
-// splitLabels splits `a="x",b="y,z"` on the commas outside quotes.
-func splitLabels(s string) []string {
-	var out []string
-	inQuote, escaped, start := false, false, 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case escaped:
-			escaped = false
-		case c == '\\':
-			escaped = true
-		case c == '"':
-			inQuote = !inQuote
-		case c == ',' && !inQuote:
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
+	return out, nil
 }
 
 // Sum adds the values of every sample called name whose labels include

@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 
 	"github.com/portico-dev/portico/internal/testenv"
 )
@@ -372,7 +372,7 @@ func (s *suite) roles(ctx context.Context) (leader, follower *Replica, err error
 // it: the certificate the leader issued into the Gateway's Secret.
 func (s *suite) clientTLS(ctx context.Context) (*tls.Config, error) {
 	var sec corev1.Secret
-	key := client.ObjectKey{Namespace: InfraNamespace, Name: infra.ClientCertSecretName(ProbeGateway)}
+	key := client.ObjectKey{Namespace: InfraNamespace, Name: proxyspec.ClientCertSecretName(ProbeGateway)}
 	err := poll(ctx, 2*time.Minute, 100*time.Millisecond, func() (bool, error) {
 		return s.cl.Client.Get(ctx, key, &sec) == nil, nil
 	})

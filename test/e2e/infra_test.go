@@ -18,6 +18,7 @@ import (
 
 	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // createGateway creates the world's GatewayClass, a ProxyConfig (one
@@ -70,7 +71,7 @@ func createGateway(t *testing.T, w world, name string) *gwv1.Gateway {
 // saying which is missing.
 func provisioned(t *testing.T, ns, gw string) ([]client.Object, error) {
 	ctx := ctxT(t)
-	key := types.NamespacedName{Namespace: ns, Name: infra.Name(gw)}
+	key := types.NamespacedName{Namespace: ns, Name: proxyspec.Name(gw)}
 	objs := []client.Object{&corev1.ServiceAccount{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}}
 	for _, o := range objs {
 		if err := kubeClient().Get(ctx, key, o); err != nil {
@@ -136,7 +137,7 @@ func TestGatewayProxiesLifecycle(t *testing.T) {
 
 	eventually(t, 60*time.Second, "Envoy pods ready and the Gateway programmed", func() error {
 		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(w.ns), client.MatchingLabels{infra.LabelGatewayName: gw.Name}); err != nil {
+		if err := c.List(ctx, &pods, client.InNamespace(w.ns), client.MatchingLabels{proxyspec.LabelGatewayName: gw.Name}); err != nil {
 			return err
 		}
 		ready := 0
@@ -240,12 +241,12 @@ func TestOnlyLeaderProvisions(t *testing.T) {
 	// over within milliseconds, and the sweep runs when a term starts.
 	ctx := ctxT(t)
 	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Namespace: w.ns, Name: infra.Name("ghost"), Labels: infra.Labels(w.ns, "ghost"),
+		Namespace: w.ns, Name: proxyspec.Name("ghost"), Labels: proxyspec.Labels(w.ns, "ghost"),
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: "ghost",
 			UID: types.UID("00000000-0000-0000-0000-00000000dead"), Controller: ptr.To(true)}},
 	}}
 	lookalike := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Namespace: w.ns, Name: infra.Name("phantom"), Labels: infra.Labels(w.ns, "phantom"),
+		Namespace: w.ns, Name: proxyspec.Name("phantom"), Labels: proxyspec.Labels(w.ns, "phantom"),
 	}}
 	for _, o := range []*corev1.ConfigMap{orphan, lookalike} {
 		if err := kubeClient().Create(ctx, o); err != nil {

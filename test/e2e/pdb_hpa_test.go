@@ -22,6 +22,7 @@ import (
 
 	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // createAutoscaledGateway creates the world's GatewayClass, its ProxyConfig
@@ -126,7 +127,7 @@ func TestProxyDisruptionBudget(t *testing.T) {
 	gw := createAutoscaledGateway(t, w, "edge")
 	ctx := ctxT(t)
 	c := kubeClient()
-	key := types.NamespacedName{Namespace: w.ns, Name: infra.Name(gw.Name)}
+	key := types.NamespacedName{Namespace: w.ns, Name: proxyspec.Name(gw.Name)}
 
 	var pdb policyv1.PodDisruptionBudget
 	eventually(t, 60*time.Second, "the PodDisruptionBudget", func() error {
@@ -141,8 +142,8 @@ func TestProxyDisruptionBudget(t *testing.T) {
 		switch {
 		case s.MaxUnavailable == nil || *s.MaxUnavailable != intstr.FromInt32(1) || s.MinAvailable != nil:
 			return fmt.Errorf("minAvailable %v, maxUnavailable %v, want maxUnavailable 1", s.MinAvailable, s.MaxUnavailable)
-		case s.Selector == nil || len(s.Selector.MatchExpressions) > 0 || !maps.Equal(s.Selector.MatchLabels, infra.Labels(w.ns, gw.Name)):
-			return fmt.Errorf("selector %+v, want the proxy labels %v", s.Selector, infra.Labels(w.ns, gw.Name))
+		case s.Selector == nil || len(s.Selector.MatchExpressions) > 0 || !maps.Equal(s.Selector.MatchLabels, proxyspec.Labels(w.ns, gw.Name)):
+			return fmt.Errorf("selector %+v, want the proxy labels %v", s.Selector, proxyspec.Labels(w.ns, gw.Name))
 		case dep.Spec.Selector == nil || !maps.Equal(s.Selector.MatchLabels, dep.Spec.Selector.MatchLabels):
 			return fmt.Errorf("selector %+v, the Deployment's %+v", s.Selector, dep.Spec.Selector)
 		case ptr.Deref(s.UnhealthyPodEvictionPolicy, "") != policyv1.AlwaysAllow:
@@ -236,7 +237,7 @@ func TestProxyAutoscaling(t *testing.T) {
 	gw := createAutoscaledGateway(t, w, "edge")
 	ctx := ctxT(t)
 	c := kubeClient()
-	key := types.NamespacedName{Namespace: w.ns, Name: infra.Name(gw.Name)}
+	key := types.NamespacedName{Namespace: w.ns, Name: proxyspec.Name(gw.Name)}
 
 	var hpa autoscalingv2.HorizontalPodAutoscaler
 	eventually(t, 60*time.Second, "the HorizontalPodAutoscaler", func() error {
@@ -255,8 +256,8 @@ func TestProxyAutoscaling(t *testing.T) {
 		}
 		m := s.Metrics[0].ContainerResource
 		if m.Name != corev1.ResourceCPU || m.Container != infra.EnvoyContainerName ||
-			m.Target.Type != autoscalingv2.UtilizationMetricType || ptr.Deref(m.Target.AverageUtilization, 0) != infra.DefaultTargetCPUUtilization {
-			return fmt.Errorf("metric %+v, want %s CPU at %d%%", m, infra.EnvoyContainerName, infra.DefaultTargetCPUUtilization)
+			m.Target.Type != autoscalingv2.UtilizationMetricType || ptr.Deref(m.Target.AverageUtilization, 0) != proxyspec.DefaultTargetCPUUtilization {
+			return fmt.Errorf("metric %+v, want %s CPU at %d%%", m, infra.EnvoyContainerName, proxyspec.DefaultTargetCPUUtilization)
 		}
 		return controlledBy(&hpa, gw)
 	})
@@ -330,8 +331,8 @@ func TestProxyAutoscaling(t *testing.T) {
 		if err := c.Get(ctx, key, &d); err != nil {
 			return err
 		}
-		if d.Spec.Replicas == nil || *d.Spec.Replicas != infra.DefaultReplicas {
-			return fmt.Errorf("replicas %v, want %d", d.Spec.Replicas, infra.DefaultReplicas)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != proxyspec.DefaultReplicas {
+			return fmt.Errorf("replicas %v, want %d", d.Spec.Replicas, proxyspec.DefaultReplicas)
 		}
 		if !appliesReplicas(&d) {
 			return errors.New("Portico's apply does not own the replicas")

@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/pki"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // fetchListeners opens an ADS stream to addr presenting the client
@@ -76,7 +76,7 @@ func TestXDSClientCertificates(t *testing.T) {
 	ctx := ctxT(t)
 	var secret corev1.Secret
 	eventually(t, 60*time.Second, "client certificate Secret of alpha", func() error {
-		return kubeClient().Get(ctx, types.NamespacedName{Namespace: w.ns, Name: infra.ClientCertSecretName(a.Name)}, &secret)
+		return kubeClient().Get(ctx, types.NamespacedName{Namespace: w.ns, Name: proxyspec.ClientCertSecretName(a.Name)}, &secret)
 	})
 	eventually(t, 30*time.Second, "alpha's config over mTLS", func() error {
 		names, err := fetchListeners(r.xds, w.ns+"/alpha", &secret, secret.Data["ca.crt"])
@@ -109,7 +109,7 @@ func TestXDSCertificateOfRecreatedGatewayRefused(t *testing.T) {
 	r := startReplica(t, w, "solo")
 	a := createGateway(t, w, "alpha")
 	ctx := ctxT(t)
-	key := types.NamespacedName{Namespace: w.ns, Name: infra.ClientCertSecretName(a.Name)}
+	key := types.NamespacedName{Namespace: w.ns, Name: proxyspec.ClientCertSecretName(a.Name)}
 	var old corev1.Secret
 	eventually(t, 60*time.Second, "client certificate Secret of alpha", func() error {
 		return kubeClient().Get(ctx, key, &old)

@@ -26,9 +26,9 @@ import (
 	pb "sigs.k8s.io/gateway-api-conformance-images/echo-basic/grpcechoserver"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/pki"
 	"github.com/portico-dev/portico/internal/provider/kube"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/testenv"
 	"github.com/portico-dev/portico/internal/testenv/dataplane"
 )
@@ -175,7 +175,7 @@ func TestProvisionedProxy(t *testing.T) {
 	}
 
 	// What the leader provisions for Gateway apps/edge.
-	name := infra.Name("edge")
+	name := proxyspec.Name("edge")
 	var dep appsv1.Deployment
 	var cm corev1.ConfigMap
 	var cert corev1.Secret
@@ -188,7 +188,7 @@ func TestProvisionedProxy(t *testing.T) {
 		for _, x := range []struct {
 			name string
 			obj  client.Object
-		}{{name, &dep}, {name, &cm}, {infra.ClientCertSecretName("edge"), &cert}} {
+		}{{name, &dep}, {name, &cm}, {proxyspec.ClientCertSecretName("edge"), &cert}} {
 			if err := k8s.Get(ctx, client.ObjectKey{Namespace: "apps", Name: x.name}, x.obj); err != nil {
 				return err
 			}

@@ -310,7 +310,7 @@ func (w *world) gatewayProgrammed(name string, attached int32) error {
 }
 
 // clientSecret waits for the xDS client certificate Secret of Gateway gw
-// (portico-<gw>-xds, see infra.ClientCertSecretName; our names are short).
+// (portico-<gw>-xds, see proxyspec.ClientCertSecretName; our names are short).
 func (w *world) clientSecret(gw string) *corev1.Secret {
 	w.t.Helper()
 	var s corev1.Secret

@@ -36,6 +36,7 @@ import (
 	"github.com/portico-dev/portico/internal/controller"
 	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/provider/kube"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -153,10 +154,10 @@ func TestControllerWithChartRBAC(t *testing.T) {
 	})
 	proxies := []client.Object{&corev1.ServiceAccount{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{},
 		&policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}, &corev1.Secret{}}
-	name := infra.Name("gw")
+	name := proxyspec.Name("gw")
 	nameOf := func(o client.Object) string {
 		if _, ok := o.(*corev1.Secret); ok {
-			return infra.ClientCertSecretName("gw")
+			return proxyspec.ClientCertSecretName("gw")
 		}
 		return name
 	}
@@ -207,13 +208,13 @@ func TestControllerWithChartRBAC(t *testing.T) {
 
 	// The write guard: the ServiceAccount may write what Portico
 	// provisions, and nothing else, in a Gateway's namespace or its own.
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+infra.LabelManagedBy+`":"`+infra.ManagedByValue+`"}}}`))
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+proxyspec.LabelManagedBy+`":"`+proxyspec.ManagedByValue+`"}}}`))
 	denied(t, "patch a tenant's TLS Secret", sa.Patch(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "tenant-cert"}}, patch))
 	denied(t, "delete a tenant's Opaque Secret", sa.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "tenant-password"}}))
 	denied(t, "create an Opaque Secret in a tenant's namespace", sa.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "portico-ca"}, StringData: map[string]string{"ca.key": "x"}}))
 	denied(t, "create a Secret labelled as Portico's without a Gateway owner", sa.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: infra.ClientCertSecretName("forged"), Labels: infra.Labels(f.ns, "forged")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: proxyspec.ClientCertSecretName("forged"), Labels: proxyspec.Labels(f.ns, "forged")},
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: []byte("c"), corev1.TLSPrivateKeyKey: []byte("k")},
 	}))

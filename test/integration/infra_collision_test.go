@@ -23,7 +23,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/controller"
-	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // startProvisioner runs one replica that provisions proxies, with xDS
@@ -77,13 +77,13 @@ func startProvisioner(t *testing.T, f *fixture) string {
 // provisionedObjects are the objects Portico writes for Gateway gw, by the
 // names it gives them.
 func provisionedObjects(gw string) []client.Object {
-	name := infra.Name(gw)
+	name := proxyspec.Name(gw)
 	return []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: infra.ClientCertSecretName(gw)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: proxyspec.ClientCertSecretName(gw)}},
 	}
 }
 
@@ -133,9 +133,9 @@ func TestProvisionedNameCollision(t *testing.T) {
 	// 60 characters: shortened (portico-<name> would exceed 63) yet a
 	// valid label value, as every Gateway name Portico provisions for.
 	long := "payments-production-gateway-eu-west-1-primary-" + strings.Repeat("x", 14)
-	short := strings.TrimPrefix(infra.Name(long), "portico-")
-	if short == long || infra.Name(short) != infra.Name(long) {
-		t.Fatalf("names %q and %q do not collide: %q vs %q", long, short, infra.Name(long), infra.Name(short))
+	short := strings.TrimPrefix(proxyspec.Name(long), "portico-")
+	if short == long || proxyspec.Name(short) != proxyspec.Name(long) {
+		t.Fatalf("names %q and %q do not collide: %q vs %q", long, short, proxyspec.Name(long), proxyspec.Name(short))
 	}
 	f := newFixture(t)
 	admin := startProvisioner(t, f)
@@ -190,7 +190,7 @@ func TestProvisionedNameCollision(t *testing.T) {
 		}
 	}
 	var sec corev1.Secret
-	if err := k8s.Get(f.ctx, f.key(infra.ClientCertSecretName(long)), &sec); err != nil {
+	if err := k8s.Get(f.ctx, f.key(proxyspec.ClientCertSecretName(long)), &sec); err != nil {
 		t.Fatal(err)
 	}
 	if uris := certURIs(t, sec.Data[corev1.TLSCertKey]); !slices.ContainsFunc(uris, func(u string) bool {
@@ -241,7 +241,7 @@ func TestProvisionedNameTakenByForeignObject(t *testing.T) {
 	f := newFixture(t)
 	admin := startProvisioner(t, f)
 	foreign := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: infra.Name("edge")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: proxyspec.Name("edge")},
 		Data:       map[string]string{"owner": "someone else"},
 	}
 	f.create(foreign)
@@ -257,7 +257,7 @@ func TestProvisionedNameTakenByForeignObject(t *testing.T) {
 		t.Errorf("the foreign ConfigMap was written: %+v", cm)
 	}
 	var dep appsv1.Deployment
-	if err := k8s.Get(f.ctx, f.key(infra.Name("edge")), &dep); !apierrors.IsNotFound(err) {
+	if err := k8s.Get(f.ctx, f.key(proxyspec.Name("edge")), &dep); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment of a blocked Gateway: %v, want NotFound", err)
 	}
 }

@@ -63,7 +63,7 @@ import (
 	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/controller"
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/testenv"
 	"github.com/portico-dev/portico/internal/testenv/dataplane"
 	"github.com/portico-dev/portico/internal/testenv/metricsapi"
@@ -410,7 +410,7 @@ func (f *gatewayFixture) address(t *testing.T, timeout time.Duration) string {
 func (f *gatewayFixture) pods(t *testing.T) []corev1.Pod {
 	t.Helper()
 	var list corev1.PodList
-	if err := f.c.List(context.Background(), &list, client.InNamespace(f.ns), client.MatchingLabels(infra.Labels(f.ns, f.gateway))); err != nil {
+	if err := f.c.List(context.Background(), &list, client.InNamespace(f.ns), client.MatchingLabels(proxyspec.Labels(f.ns, f.gateway))); err != nil {
 		t.Fatal(err)
 	}
 	return list.Items
@@ -423,7 +423,7 @@ func (f *gatewayFixture) settled(t *testing.T, want int32, timeout time.Duration
 	t.Helper()
 	eventually(t, timeout, fmt.Sprintf("%d Ready proxies of the current template and nothing else", want), func() error {
 		var d appsv1.Deployment
-		if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: infra.Name(f.gateway)}, &d); err != nil {
+		if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: proxyspec.Name(f.gateway)}, &d); err != nil {
 			return err
 		}
 		s := d.Status

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
-	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
 // envoyState is the server state of a proxy Pod's Envoy, read from its
@@ -205,14 +205,14 @@ func TestAutoscalerScaleDownLosesNoRequest(t *testing.T) {
 	l.check(t, "HPA scale-down from 3 to 1 proxies")
 
 	var hpa autoscalingv2.HorizontalPodAutoscaler
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: infra.Name(f.gateway)}, &hpa); err != nil {
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: proxyspec.Name(f.gateway)}, &hpa); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("HPA %s: current %d, desired %d", hpa.Name, hpa.Status.CurrentReplicas, hpa.Status.DesiredReplicas)
 	updateProxyConfig(t, c, f, func(s *v1alpha1.ProxyConfigSpec) { s.LogLevel = "warning" })
 	eventually(t, 30*time.Second, "the new template rolled out", func() error {
 		var d appsv1.Deployment
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: infra.Name(f.gateway)}, &d); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: proxyspec.Name(f.gateway)}, &d); err != nil {
 			return err
 		}
 		if d.Status.ObservedGeneration < d.Generation {

@@ -7,7 +7,7 @@
 // the file, and nothing is delivered: the consumer keeps the last good
 // snapshot until the files are fixed. A file the loader refuses (not a
 // regular file, a symlink out of the directory, over a per-file limit: see
-// resource.LoadWith) is different: it can never load, so it is skipped
+// load.PathsWith) is different: it can never load, so it is skipped
 // with a warning naming it and the other files load (one FIFO, socket or
 // oversized file dropped into the directory must not freeze the
 // configuration). Every skipped file or document is logged at each reload
@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/resource/load"
 )
 
 // DefaultDebounce is used when New is given no debounce.
@@ -45,7 +46,7 @@ type Provider struct {
 	sink     func(*resource.Snapshot)
 	log      *slog.Logger
 	debounce time.Duration
-	limits   resource.Limits
+	limits   load.Limits
 	metrics  *loadMetrics // nil: not exported
 }
 
@@ -58,7 +59,7 @@ type Registerer interface {
 // Options are the optional settings of a Provider.
 type Options struct {
 	// Limits bound each load (zero fields take the loader's defaults).
-	Limits resource.Limits
+	Limits load.Limits
 	// Metrics, when set, gets the provider's collectors.
 	Metrics Registerer
 }
@@ -92,7 +93,7 @@ func newLoadMetrics(r Registerer) *loadMetrics {
 		}, []string{"result"}),
 	}
 	// Export every series from the start, so that dashboards see zeros.
-	for _, reason := range resource.Reasons {
+	for _, reason := range load.Reasons {
 		m.warnings.WithLabelValues(string(reason))
 	}
 	m.loads.WithLabelValues(resultOK)
@@ -217,7 +218,7 @@ func (p *Provider) watchTree(w *fsnotify.Watcher, root string) error {
 // reload loads the directory and delivers the snapshot, or logs why not.
 func (p *Provider) reload() {
 	start := time.Now()
-	snap, warnings, err := resource.LoadWith(resource.Options{Limits: p.limits, SkipRefused: true}, p.dir)
+	snap, warnings, err := load.PathsWith(load.Options{Limits: p.limits, SkipRefused: true}, p.dir)
 	if p.metrics != nil {
 		result := resultOK
 		if err != nil {
@@ -227,7 +228,7 @@ func (p *Provider) reload() {
 	}
 	if err != nil {
 		attrs := []any{"error", err.Error()}
-		var le *resource.LoadError
+		var le *load.Error
 		if errors.As(err, &le) {
 			attrs = append(attrs, "file", le.File)
 			if le.Document >= 0 {
@@ -237,7 +238,7 @@ func (p *Provider) reload() {
 		p.log.Error("loading resources failed; keeping the last good configuration", attrs...)
 		return
 	}
-	counts := map[resource.Reason]int{}
+	counts := map[load.Reason]int{}
 	for _, w := range warnings {
 		counts[w.Reason]++
 		attrs := []any{"file", w.File}
@@ -245,14 +246,14 @@ func (p *Provider) reload() {
 			attrs = append(attrs, "document", w.Document)
 		}
 		attrs = append(attrs, "reason", w.Message, "category", string(w.Reason))
-		if w.Reason == resource.ReasonUnknownKind {
+		if w.Reason == load.ReasonUnknownKind {
 			p.log.Warn("skipped document", attrs...)
 		} else {
 			p.log.Warn("skipped file", attrs...)
 		}
 	}
 	if p.metrics != nil {
-		for _, reason := range resource.Reasons {
+		for _, reason := range load.Reasons {
 			p.metrics.warnings.WithLabelValues(string(reason)).Set(float64(counts[reason]))
 		}
 	}

@@ -3,8 +3,10 @@ package file
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/resource/load"
 )
 
 // startIn runs a provider of dir (already filled) with opts until the test
@@ -87,11 +90,11 @@ func TestRefusedFilesDoNotStopTheLoad(t *testing.T) {
 
 	h := startIn(t, dir, nil)
 	h.waitSnapshot("a")
-	if a := h.waitSkipped(fifo); !strings.Contains(a["reason"], "not a regular file") || a["category"] != string(resource.ReasonNotRegular) {
+	if a := h.waitSkipped(fifo); !strings.Contains(a["reason"], "not a regular file") || a["category"] != string(load.ReasonNotRegular) {
 		t.Errorf("FIFO warning = %v", a)
 	}
-	for link := range links {
-		if a := h.waitSkipped(link); !strings.Contains(a["reason"], "outside the directory") || a["category"] != string(resource.ReasonOutside) {
+	for _, link := range slices.Sorted(maps.Keys(links)) { // the loader's (lexical) order
+		if a := h.waitSkipped(link); !strings.Contains(a["reason"], "outside the directory") || a["category"] != string(load.ReasonOutside) {
 			t.Errorf("symlink warning = %v", a)
 		}
 	}
@@ -140,15 +143,15 @@ func TestLoadLimitsAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	h := startIn(t, dir, &Options{Limits: resource.Limits{MaxFileBytes: 1000}, Metrics: reg})
+	h := startIn(t, dir, &Options{Limits: load.Limits{MaxFileBytes: 1000}, Metrics: reg})
 	h.waitSnapshot("a")
 	if a := h.waitSkipped(big); !strings.Contains(a["reason"], "larger than the limit of 1000 bytes") {
 		t.Errorf("warning = %v", a)
 	}
-	if got := gauge(t, reg, "portico_resource_load_warnings", "reason", string(resource.ReasonTooLarge)); got != 1 {
+	if got := gauge(t, reg, "portico_resource_load_warnings", "reason", string(load.ReasonTooLarge)); got != 1 {
 		t.Errorf("load_warnings{reason=file-too-large} = %v, want 1", got)
 	}
-	if got := gauge(t, reg, "portico_resource_load_warnings", "reason", string(resource.ReasonNotRegular)); got != 0 {
+	if got := gauge(t, reg, "portico_resource_load_warnings", "reason", string(load.ReasonNotRegular)); got != 0 {
 		t.Errorf("load_warnings{reason=not-regular-file} = %v, want 0", got)
 	}
 
@@ -157,7 +160,7 @@ func TestLoadLimitsAndMetrics(t *testing.T) {
 	}
 	h.write("b.yaml", service("b"))
 	h.waitSnapshot("a", "b")
-	if got := gauge(t, reg, "portico_resource_load_warnings", "reason", string(resource.ReasonTooLarge)); got != 0 {
+	if got := gauge(t, reg, "portico_resource_load_warnings", "reason", string(load.ReasonTooLarge)); got != 0 {
 		t.Errorf("load_warnings{reason=file-too-large} = %v after the removal, want 0", got)
 	}
 	ok := gauge(t, reg, "portico_resource_loads_total", "result", "ok")

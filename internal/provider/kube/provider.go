@@ -66,7 +66,7 @@ import (
 
 	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -158,7 +158,7 @@ var SecretFieldSelector = fields.OneTermEqualSelector("type", string(corev1.Secr
 func cacheOptions(cfg Config) cache.Options {
 	// Of the kinds Portico provisions but Services only those it
 	// provisioned are watched.
-	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{infra.LabelManagedBy: infra.ManagedByValue})}
+	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{proxyspec.LabelManagedBy: proxyspec.ManagedByValue})}
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}:                     ours,
@@ -313,7 +313,7 @@ func never(*refs, client.Object) bool { return false }
 
 // isProvisioned reports whether Portico provisioned obj for a Gateway.
 func isProvisioned(o client.Object) bool {
-	return o.GetLabels()[infra.LabelManagedBy] == infra.ManagedByValue && o.GetLabels()[infra.LabelGatewayName] != ""
+	return o.GetLabels()[proxyspec.LabelManagedBy] == proxyspec.ManagedByValue && o.GetLabels()[proxyspec.LabelGatewayName] != ""
 }
 
 // infraChanged reports whether an update of a provisioned object changed

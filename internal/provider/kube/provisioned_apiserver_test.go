@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/testenv"
 )
 
@@ -110,8 +110,8 @@ func TestProvisionedBudgetsAndAutoscalersAreObserved(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	name := infra.Name("edge")
-	ours := infra.Labels(ns, "edge")
+	name := proxyspec.Name("edge")
+	ours := proxyspec.Labels(ns, "edge")
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: ours},
 		Spec: policyv1.PodDisruptionBudgetSpec{

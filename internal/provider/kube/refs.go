@@ -4,8 +4,9 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	// Aliased: this package has a type refs (the counts).
+	gwrefs "github.com/portico-dev/portico/internal/refs"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -59,79 +60,26 @@ func refOwner(k resource.Kind) bool {
 	return false
 }
 
-// contribOf returns what obj references; nothing for nil or for objects
-// of other kinds.
+// contribOf returns the Services and Secrets obj references, as package
+// refs lists and resolves them (the translator resolves them there too);
+// nothing for nil or for objects of other kinds. Every reference of the
+// spec counts, also those the translator rejects (a backendRef with
+// filters): the filter may wake the pipeline for nothing, never miss.
 func contribOf(obj any) contrib {
 	var c contrib
-	add := func(list *[]types.NamespacedName, ns, name string) {
-		if k := (types.NamespacedName{Namespace: ns, Name: name}); !slices.Contains(*list, k) {
+	add := func(list *[]types.NamespacedName, o gwrefs.Object) {
+		if k := (types.NamespacedName{Namespace: o.Namespace, Name: o.Name}); !slices.Contains(*list, k) {
 			*list = append(*list, k)
 		}
 	}
-	backend := func(ns string, ref gwv1.BackendObjectReference) {
-		if ref.Group != nil && *ref.Group != "" {
-			return
-		}
-		if ref.Kind != nil && *ref.Kind != "Service" {
-			return
-		}
-		if ref.Namespace != nil {
-			ns = string(*ref.Namespace)
-		}
-		add(&c.services, ns, string(ref.Name))
-	}
-	listenerTLS := func(ns string, tls *gwv1.ListenerTLSConfig) {
-		if tls == nil {
-			return
-		}
-		for _, ref := range tls.CertificateRefs {
-			if ref.Group != nil && *ref.Group != "" {
-				continue
-			}
-			if ref.Kind != nil && *ref.Kind != "Secret" {
-				continue
-			}
-			rns := ns
-			if ref.Namespace != nil {
-				rns = string(*ref.Namespace)
-			}
-			add(&c.secrets, rns, string(ref.Name))
+	for b := range gwrefs.Backends(obj) {
+		if b.IsService() {
+			add(&c.services, b.Object)
 		}
 	}
-	mirror := func(ns string, f []gwv1.HTTPRouteFilter) {
-		for _, x := range f {
-			if x.RequestMirror != nil {
-				backend(ns, x.RequestMirror.BackendRef)
-			}
-		}
-	}
-	switch o := obj.(type) {
-	case *gwv1.HTTPRoute:
-		for _, rule := range o.Spec.Rules {
-			mirror(o.Namespace, rule.Filters)
-			for _, b := range rule.BackendRefs {
-				backend(o.Namespace, b.BackendObjectReference)
-				mirror(o.Namespace, b.Filters)
-			}
-		}
-	case *gwv1.GRPCRoute:
-		for _, rule := range o.Spec.Rules {
-			for _, f := range rule.Filters {
-				if f.RequestMirror != nil {
-					backend(o.Namespace, f.RequestMirror.BackendRef)
-				}
-			}
-			for _, b := range rule.BackendRefs {
-				backend(o.Namespace, b.BackendObjectReference)
-			}
-		}
-	case *gwv1.Gateway:
-		for _, l := range o.Spec.Listeners {
-			listenerTLS(o.Namespace, l.TLS)
-		}
-	case *gwv1.ListenerSet:
-		for _, l := range o.Spec.Listeners {
-			listenerTLS(o.Namespace, l.TLS)
+	for o := range gwrefs.Certificates(obj) {
+		if o.IsSecret() {
+			add(&c.secrets, o)
 		}
 	}
 	return c

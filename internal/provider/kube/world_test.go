@@ -14,7 +14,7 @@ import (
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
-	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -100,7 +100,7 @@ func (w *world) slice(ns, name string) *discoveryv1.EndpointSlice {
 
 func (w *world) provisioned(m *metav1.ObjectMeta) {
 	if w.rng.IntN(2) == 0 {
-		m.Labels = map[string]string{infra.LabelManagedBy: infra.ManagedByValue, infra.LabelGatewayName: "gw"}
+		m.Labels = map[string]string{proxyspec.LabelManagedBy: proxyspec.ManagedByValue, proxyspec.LabelGatewayName: "gw"}
 	}
 }
 

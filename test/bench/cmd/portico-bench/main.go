@@ -8,11 +8,14 @@
 //	<charts>/*.png       latency, translation and memory against route count
 //	<markdown>           BENCHMARKS.md: charts, table with targets, machine
 //
-// Usage (from the repository):
+// It is in a Go module of its own (test/bench/go.mod, which replaces the
+// product's module with the repository) so that its plotting dependencies
+// stay out of the product's go.mod. Usage (`make bench-suite` runs the
+// first; relative paths are the repository's whatever the directory):
 //
-//	go run ./test/bench/cmd/portico-bench            # full: N = 100, 1,000, 5,000, 10,000 (~20 min)
-//	go run ./test/bench/cmd/portico-bench -quick     # N = 100, 1,000, fewer probes (~5 min)
-//	go run ./test/bench/cmd/portico-bench -render    # charts and markdown from <out>/*.json
+//	cd test/bench && go run ./cmd/portico-bench            # full: N = 100, 1,000, 5,000, 10,000 (~20 min)
+//	cd test/bench && go run ./cmd/portico-bench -quick     # N = 100, 1,000, fewer probes (~5 min)
+//	cd test/bench && go run ./cmd/portico-bench -render    # charts and markdown from <out>/*.json
 package main
 
 import (
@@ -73,6 +76,19 @@ func run() int {
 	}
 	repo, err := bench.FindRepo()
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "portico-bench:", err)
+		return 1
+	}
+	// The suite runs from the repository root, whatever the working
+	// directory (`go run` in test/bench, the bench's own module): the
+	// harness it uses (testenv) finds the repository from there.
+	if *kubeconfig != "" {
+		if *kubeconfig, err = filepath.Abs(*kubeconfig); err != nil {
+			fmt.Fprintln(os.Stderr, "portico-bench:", err)
+			return 1
+		}
+	}
+	if err := os.Chdir(repo); err != nil {
 		fmt.Fprintln(os.Stderr, "portico-bench:", err)
 		return 1
 	}

@@ -1,4 +1,4 @@
-package infra
+package proxyspec
 
 import (
 	"fmt"
@@ -7,11 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
-
-// MaxGatewayNameLength is the longest Gateway name Portico provisions
-// proxies for: the name is the value of the labels LabelGatewayName and
-// LabelGatewayAPIName, and a label value has at most 63 characters.
-const MaxGatewayNameLength = 63
 
 // Ownership of provisioned names.
 //
@@ -78,9 +73,9 @@ func CheckOwner(obj metav1.Object, kind string, gw *gwv1.Gateway) error {
 	return e
 }
 
-// controlledByName reports whether obj's controller is a Gateway named gw
+// ControlledByName reports whether obj's controller is a Gateway named gw
 // (of whatever UID): the objects a removed Gateway may delete.
-func controlledByName(obj metav1.Object, gw string) bool {
+func ControlledByName(obj metav1.Object, gw string) bool {
 	c := metav1.GetControllerOfNoCopy(obj)
 	return c != nil && isGatewayRef(c) && c.Name == gw
 }

@@ -1,4 +1,4 @@
-package infra
+package proxyspec
 
 import (
 	"errors"
@@ -68,5 +68,47 @@ func TestCheckOwner(t *testing.T) {
 				t.Errorf("message %q lacks %q or the object", err, tc.msg)
 			}
 		})
+	}
+}
+
+func TestNameIsAValidServiceName(t *testing.T) {
+	long := strings.Repeat("g", 80)
+	if n := Name(long); len(n) > 63 || Name(long) != n || Name(long+"x") == n {
+		t.Errorf("Name(long) = %q", n)
+	}
+	if Name("edge") != "portico-edge" {
+		t.Errorf("Name(edge) = %q", Name("edge"))
+	}
+	if ClientCertSecretName("edge") != "portico-edge-xds" {
+		t.Errorf("ClientCertSecretName(edge) = %q", ClientCertSecretName("edge"))
+	}
+}
+
+// A removed Gateway deletes what a Gateway of its name controls, whatever
+// the UID, and nothing else.
+func TestControlledByName(t *testing.T) {
+	owned := func(refs ...metav1.OwnerReference) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: Name("edge"), OwnerReferences: refs}}
+	}
+	gwRef := metav1.OwnerReference{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: "edge", UID: "any", Controller: ptr.To(true)}
+	other := gwRef
+	other.Name = "edge-2"
+	notController := gwRef
+	notController.Controller = ptr.To(false)
+	foreign := gwRef
+	foreign.APIVersion = "example.com/v1"
+	for name, tc := range map[string]struct {
+		obj  *corev1.ConfigMap
+		want bool
+	}{
+		"a Gateway of the name":      {owned(gwRef), true},
+		"another Gateway":            {owned(other), false},
+		"not as controller":          {owned(notController), false},
+		"a Gateway of another group": {owned(foreign), false},
+		"no owner":                   {owned(), false},
+	} {
+		if got := ControlledByName(tc.obj, "edge"); got != tc.want {
+			t.Errorf("%s: ControlledByName = %v, want %v", name, got, tc.want)
+		}
 	}
 }

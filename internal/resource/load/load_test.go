@@ -1,4 +1,4 @@
-package resource
+package load
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 const twoDocs = `# leading comment
@@ -62,15 +64,15 @@ func write(t *testing.T, dir, name, content string) string {
 func TestLoadMultiDocumentAndUnknownKind(t *testing.T) {
 	dir := t.TempDir()
 	f := write(t, dir, "all.yaml", twoDocs)
-	s, warnings, err := Load(f)
+	s, warnings, err := Paths(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !s.Gateways.Has(types.NamespacedName{Namespace: "infra", Name: "gw"}) {
-		t.Errorf("gateway infra/gw not loaded: %v", SortedKeys(s.Gateways))
+		t.Errorf("gateway infra/gw not loaded: %v", resource.SortedKeys(s.Gateways))
 	}
 	if !s.Services.Has(types.NamespacedName{Namespace: "default", Name: "web"}) {
-		t.Errorf("service without namespace must land in default: %v", SortedKeys(s.Services))
+		t.Errorf("service without namespace must land in default: %v", resource.SortedKeys(s.Services))
 	}
 	if got := s.EndpointSlicesFor(types.NamespacedName{Namespace: "default", Name: "web"}); len(got) != 1 {
 		t.Errorf("EndpointSlicesFor(default/web) = %d slices, want 1", len(got))
@@ -98,7 +100,7 @@ spec: {controllerName: portico.dev/gateway-controller}
 `)
 	write(t, dir, ".hidden/x.yaml", "{{{ not yaml")
 	write(t, dir, "notes.txt", "{{{ not yaml")
-	s, _, err := Load(dir)
+	s, _, err := Paths(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +120,10 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 	for name, content := range cases {
 		t.Run(name, func(t *testing.T) {
 			f := write(t, t.TempDir(), "broken.yaml", "# ok\n---\n"+content)
-			_, _, err := Load(f)
-			var le *LoadError
+			_, _, err := Paths(f)
+			var le *Error
 			if !errors.As(err, &le) {
-				t.Fatalf("err = %v, want *LoadError", err)
+				t.Fatalf("err = %v, want *Error", err)
 			}
 			if le.File != f || !strings.Contains(err.Error(), f) {
 				t.Errorf("error %q does not name %s", err, f)
@@ -131,7 +133,7 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 }
 
 func TestLoadMissingPath(t *testing.T) {
-	_, _, err := Load(filepath.Join(t.TempDir(), "nope"))
+	_, _, err := Paths(filepath.Join(t.TempDir(), "nope"))
 	if err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("err = %v, want an error naming the path", err)
 	}
@@ -148,12 +150,12 @@ items:
   kind: ConfigMap
   metadata: {name: c}
 `)
-	s, warnings, err := Load(f)
+	s, warnings, err := Paths(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ns := s.Namespaces.Value("team-a"); ns == nil || ns.Labels["team"] != "a" {
-		t.Errorf("namespace from List not loaded: %v", SortedNames(s.Namespaces))
+		t.Errorf("namespace from List not loaded: %v", resource.SortedNames(s.Namespaces))
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0].Message, "item 1") {
 		t.Errorf("warnings = %v, want one for item 1 (ConfigMap)", warnings)
@@ -177,8 +179,8 @@ func FuzzAddYAML(f *testing.F) {
 	f.Add([]byte("- apiVersion: v1\n  kind: List\n"))
 	f.Add([]byte("apiVersion: v1\nkind: List\nmetadata: {name: l}\nitems: [{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: Service, metadata: {name: 1}}]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := New()
-		_, err := s.AddYAML("fuzz.yaml", data)
+		s := resource.New()
+		_, err := AddYAML(s, "fuzz.yaml", data)
 		if err != nil && !strings.Contains(err.Error(), "fuzz.yaml") {
 			t.Fatalf("error does not name the file: %v", err)
 		}

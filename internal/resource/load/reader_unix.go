@@ -1,6 +1,6 @@
 //go:build unix
 
-package resource
+package load
 
 import "syscall"
 

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package resource
+package load
 
 // openFlags: without O_NONBLOCK, only directory entries that are not
 // regular files are refused before they are opened.

@@ -1,4 +1,4 @@
-package resource
+package load
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 // loadDeadline bounds every load of these tests: a load that blocks (a
@@ -18,7 +20,7 @@ import (
 const loadDeadline = time.Minute
 
 type loadResult struct {
-	snap     *Snapshot
+	snap     *resource.Snapshot
 	warnings []Warning
 	err      error
 	// allocated is the number of bytes the load allocated.
@@ -27,7 +29,7 @@ type loadResult struct {
 
 // loadWithin runs load in a goroutine and fails the test when it has not
 // returned within loadDeadline.
-func loadWithin(t *testing.T, load func() (*Snapshot, []Warning, error)) loadResult {
+func loadWithin(t *testing.T, load func() (*resource.Snapshot, []Warning, error)) loadResult {
 	t.Helper()
 	done := make(chan loadResult, 1)
 	go func() {
@@ -46,13 +48,13 @@ func loadWithin(t *testing.T, load func() (*Snapshot, []Warning, error)) loadRes
 	}
 }
 
-// wantRefused checks that err is a *LoadError naming file whose message
+// wantRefused checks that err is a *Error naming file whose message
 // contains want.
 func wantRefused(t *testing.T, err error, file, want string) {
 	t.Helper()
-	var le *LoadError
+	var le *Error
 	if !errors.As(err, &le) {
-		t.Fatalf("err = %v, want a *LoadError naming %s", err, file)
+		t.Fatalf("err = %v, want a *Error naming %s", err, file)
 	}
 	if le.File != file || !strings.Contains(err.Error(), file) {
 		t.Errorf("error %q does not name %s", err, file)
@@ -72,7 +74,7 @@ func TestLoadRefusesSymlinkToDevZero(t *testing.T) {
 	if err := os.Symlink("/dev/zero", link); err != nil {
 		t.Fatal(err)
 	}
-	r := loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	wantRefused(t, r.err, link, "outside")
 	// Nothing was read from the device: far less than one file's limit.
 	if r.allocated > 8<<20 {
@@ -88,7 +90,7 @@ func TestLoadRefusesSymlinkOutOfTheDirectory(t *testing.T) {
 	if err := os.Symlink(outside, link); err != nil {
 		t.Fatal(err)
 	}
-	r := loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	wantRefused(t, r.err, link, "outside")
 
 	// A relative one that climbs out is refused the same way.
@@ -102,7 +104,7 @@ func TestLoadRefusesSymlinkOutOfTheDirectory(t *testing.T) {
 	if err := os.Symlink(rel, link); err != nil {
 		t.Fatal(err)
 	}
-	r = loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r = loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	wantRefused(t, r.err, link, "outside")
 }
 
@@ -117,7 +119,7 @@ func TestLoadFollowsSymlinkInsideTheDirectory(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "a.yaml"), filepath.Join(dir, "a.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	r := loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -133,11 +135,11 @@ func TestLoadDoesNotBlockOnFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
-	r := loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	wantRefused(t, r.err, fifo, "not a regular file")
 
 	// Named on its own, and through a symlink inside the directory.
-	r = loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(fifo) })
+	r = loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(fifo) })
 	wantRefused(t, r.err, fifo, "not a regular file")
 	if err := os.Rename(fifo, filepath.Join(dir, "fifo")); err != nil {
 		t.Fatal(err)
@@ -145,7 +147,7 @@ func TestLoadDoesNotBlockOnFIFO(t *testing.T) {
 	if err := os.Symlink("fifo", fifo); err != nil {
 		t.Fatal(err)
 	}
-	r = loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r = loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	wantRefused(t, r.err, fifo, "not a regular file")
 }
 
@@ -154,7 +156,7 @@ func TestLoadRefusesOversizedFile(t *testing.T) {
 	// A valid manifest padded with comments past the default limit.
 	big := service("big") + strings.Repeat("# padding padding padding padding\n", (DefaultMaxFileBytes/34)+1)
 	f := write(t, dir, "big.yaml", big)
-	r := loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	wantRefused(t, r.err, f, "larger than")
 	if r.allocated > 2*DefaultMaxFileBytes {
 		t.Errorf("the load allocated %d bytes for a file it refused", r.allocated)
@@ -179,12 +181,12 @@ func nestedList(depth int) string {
 func TestLoadRefusesDeeplyNestedList(t *testing.T) {
 	dir := t.TempDir()
 	f := write(t, dir, "deep.yaml", nestedList(1000)) // 44 kB
-	r := loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	wantRefused(t, r.err, f, "nested")
 
 	// Lists nested within the limit load.
 	write(t, dir, "deep.yaml", nestedList(DefaultMaxListDepth))
-	r = loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r = loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -201,7 +203,7 @@ func TestLoadRefusesTooManyObjects(t *testing.T) {
 		fmt.Fprintf(&b, "---\n{apiVersion: v1, kind: ConfigMap, metadata: {name: c%d}}\n", i)
 	}
 	f := write(t, dir, "many.yaml", b.String())
-	r := loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	wantRefused(t, r.err, f, "objects")
 
 	// The same in one List (with a lower limit, so that the List stays
@@ -213,10 +215,10 @@ func TestLoadRefusesTooManyObjects(t *testing.T) {
 	}
 	write(t, dir, "many.yaml", b.String())
 	opts := Options{Limits: Limits{MaxObjects: 99}}
-	r = loadWithin(t, func() (*Snapshot, []Warning, error) { return LoadWith(opts, dir) })
+	r = loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return PathsWith(opts, dir) })
 	wantRefused(t, r.err, f, "more than 99 objects")
 	opts.Limits.MaxObjects = 100
-	r = loadWithin(t, func() (*Snapshot, []Warning, error) { return LoadWith(opts, dir) })
+	r = loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return PathsWith(opts, dir) })
 	if r.err != nil {
 		t.Fatalf("100 objects with a limit of 100: %v", r.err)
 	}
@@ -226,7 +228,7 @@ func TestLoadRefusesTooManyObjects(t *testing.T) {
 
 	// Empty documents are not objects: many of them load.
 	write(t, dir, "many.yaml", strings.Repeat("---\n", 4*DefaultMaxObjects)+service("s"))
-	r = loadWithin(t, func() (*Snapshot, []Warning, error) { return Load(dir) })
+	r = loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
 	if r.err != nil || r.snap.Services.Len() != 1 {
 		t.Fatalf("err = %v, services = %v", r.err, r.snap)
 	}
@@ -266,11 +268,11 @@ func TestLoadSkipRefused(t *testing.T) {
 	want[write(t, dir, "doc.yaml", service("d")+"---\n"+service("long-"+strings.Repeat("x", 200)))] = ReasonTooLarge
 
 	opts := Options{SkipRefused: true, Limits: Limits{MaxFileBytes: 1000, MaxDocumentBytes: 200, MaxObjects: 2, MaxListDepth: 2}}
-	r := loadWithin(t, func() (*Snapshot, []Warning, error) { return LoadWith(opts, dir) })
+	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return PathsWith(opts, dir) })
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if got := SortedKeys(r.snap.Services); len(got) != 1 || got[0].Name != "a" {
+	if got := resource.SortedKeys(r.snap.Services); len(got) != 1 || got[0].Name != "a" {
 		t.Errorf("services = %v, want only default/a", got)
 	}
 	got := map[string]Reason{}
@@ -292,7 +294,7 @@ func TestLoadSkipRefused(t *testing.T) {
 	// Without SkipRefused the first refused file (in lexical order) fails
 	// the load.
 	opts.SkipRefused = false
-	r = loadWithin(t, func() (*Snapshot, []Warning, error) { return LoadWith(opts, dir) })
+	r = loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return PathsWith(opts, dir) })
 	wantRefused(t, r.err, filepath.Join(dir, "abs.yaml"), "outside")
 	var refusedErr *RefusedError
 	if !errors.As(r.err, &refusedErr) || refusedErr.Reason != ReasonOutside {
@@ -311,13 +313,13 @@ func TestLoadTotalLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := Options{SkipRefused: true, Limits: Limits{MaxTotalBytes: 2*st.Size() - 1}}
-	r := loadWithin(t, func() (*Snapshot, []Warning, error) { return LoadWith(opts, dir) })
+	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return PathsWith(opts, dir) })
 	wantRefused(t, r.err, b, "total size")
 	if r.snap != nil {
 		t.Errorf("a snapshot came out of a load over the total limit")
 	}
 	opts.Limits.MaxTotalBytes = 2 * st.Size()
-	r = loadWithin(t, func() (*Snapshot, []Warning, error) { return LoadWith(opts, dir) })
+	r = loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return PathsWith(opts, dir) })
 	if r.err != nil || r.snap.Services.Len() != 2 {
 		t.Fatalf("at the limit: err %v", r.err)
 	}
@@ -325,8 +327,8 @@ func TestLoadTotalLimit(t *testing.T) {
 
 // TestAddYAMLAllOrNothing: a stream that fails adds none of its objects.
 func TestAddYAMLAllOrNothing(t *testing.T) {
-	s := New()
-	if _, err := s.AddYAML("x.yaml", []byte(service("a")+"---\n"+service("b")+"---\nkind: [\n")); err == nil {
+	s := resource.New()
+	if _, err := AddYAML(s, "x.yaml", []byte(service("a")+"---\n"+service("b")+"---\nkind: [\n")); err == nil {
 		t.Fatal("no error for a broken document")
 	}
 	if n := s.Build().Len(); n != 0 {
@@ -342,10 +344,10 @@ func TestLoadFileCountLimit(t *testing.T) {
 		write(t, dir, fmt.Sprintf("sub/f%d.yaml", i), "")
 	}
 	opts := Options{SkipRefused: true, Limits: Limits{MaxFiles: 4}}
-	r := loadWithin(t, func() (*Snapshot, []Warning, error) { return LoadWith(opts, dir) })
+	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return PathsWith(opts, dir) })
 	wantRefused(t, r.err, dir, "more than 4 manifest files")
 	opts.Limits.MaxFiles = 5
-	if r = loadWithin(t, func() (*Snapshot, []Warning, error) { return LoadWith(opts, dir) }); r.err != nil {
+	if r = loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return PathsWith(opts, dir) }); r.err != nil {
 		t.Fatal(r.err)
 	}
 }

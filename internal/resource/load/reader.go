@@ -1,4 +1,4 @@
-package resource
+package load
 
 import (
 	"bytes"
@@ -95,7 +95,7 @@ const (
 var Reasons = []Reason{ReasonUnknownKind, ReasonNotRegular, ReasonOutside, ReasonBrokenSymlink, ReasonTooLarge,
 	ReasonTooManyObjects, ReasonListTooDeep}
 
-// RefusedError is the Err of a *LoadError for a file the loader will not
+// RefusedError is the Err of a *Error for a file the loader will not
 // read or decode whatever the state of the other files: not a regular
 // file, a symlink that leaves the directory, or over a limit. With
 // Options.SkipRefused such a file becomes a Warning instead.
@@ -139,12 +139,12 @@ func expand(paths []string, maxFiles int) ([]source, func(), error) {
 		st, err := os.Stat(p)
 		if err != nil {
 			closeAll()
-			return nil, nil, &LoadError{File: p, Document: -1, Err: err}
+			return nil, nil, &Error{File: p, Document: -1, Err: err}
 		}
 		if !st.IsDir() {
 			if len(files) >= maxFiles {
 				closeAll()
-				return nil, nil, &LoadError{File: p, Document: -1, Err: fmt.Errorf("more than %d manifest files", maxFiles)}
+				return nil, nil, &Error{File: p, Document: -1, Err: fmt.Errorf("more than %d manifest files", maxFiles)}
 			}
 			files = append(files, source{path: p})
 			continue
@@ -152,7 +152,7 @@ func expand(paths []string, maxFiles int) ([]source, func(), error) {
 		root, err := os.OpenRoot(p)
 		if err != nil {
 			closeAll()
-			return nil, nil, &LoadError{File: p, Document: -1, Err: err}
+			return nil, nil, &Error{File: p, Document: -1, Err: err}
 		}
 		roots = append(roots, root)
 		var found []source
@@ -177,7 +177,7 @@ func expand(paths []string, maxFiles int) ([]source, func(), error) {
 		})
 		if err != nil {
 			closeAll()
-			return nil, nil, &LoadError{File: p, Document: -1, Err: err}
+			return nil, nil, &Error{File: p, Document: -1, Err: err}
 		}
 		sort.Slice(found, func(i, j int) bool { return found[i].path < found[j].path })
 		files = append(files, found...)
@@ -185,7 +185,7 @@ func expand(paths []string, maxFiles int) ([]source, func(), error) {
 	return files, closeAll, nil
 }
 
-// errTotal is the Err of the *LoadError of a load whose files together
+// errTotal is the Err of the *Error of a load whose files together
 // exceed Limits.MaxTotalBytes.
 var errTotal = errors.New("the files of this load exceed the limit on their total size")
 

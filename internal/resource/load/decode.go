@@ -1,4 +1,4 @@
-package resource
+package load
 
 import (
 	"bytes"
@@ -16,6 +16,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// snapshot and keyed name the types the decoder fills.
+type (
+	snapshot     = resource.Snapshot
+	keyed[T any] = resource.Map[resource.Key, T]
 )
 
 // maxItemWarnings bounds the item warnings joined into the warning of one
@@ -28,7 +35,7 @@ const maxItemWarnings = 10
 type decoder struct {
 	limits  Limits
 	objects int
-	pending []func(*Snapshot)
+	pending []func(*snapshot)
 }
 
 // typeMeta is what every document is first decoded into, from JSON.
@@ -176,21 +183,21 @@ func (d *decoder) object(tm *typeMeta, doc []byte) (string, error) {
 	case gv.Group == "" && gv.Version == "v1":
 		switch tm.Kind {
 		case "Service":
-			return "", stage(d, doc, func(s *Snapshot) *Map[Key, *corev1.Service] { return &s.Services }, &corev1.Service{})
+			return "", stage(d, doc, func(s *snapshot) *keyed[*corev1.Service] { return &s.Services }, &corev1.Service{})
 		case "Secret":
-			return "", stage(d, doc, func(s *Snapshot) *Map[Key, *corev1.Secret] { return &s.Secrets }, &corev1.Secret{})
+			return "", stage(d, doc, func(s *snapshot) *keyed[*corev1.Secret] { return &s.Secrets }, &corev1.Secret{})
 		case "Namespace":
 			ns := &corev1.Namespace{}
 			if err := yaml.UnmarshalStrict(doc, ns); err != nil {
 				return "", err
 			}
-			d.pending = append(d.pending, func(s *Snapshot) { s.Namespaces.Set(ns.Name, ns) })
+			d.pending = append(d.pending, func(s *snapshot) { s.Namespaces.Set(ns.Name, ns) })
 			return "", nil
 		}
 	case gv.Group == discoveryv1.GroupName && gv.Version == "v1" && tm.Kind == "EndpointSlice":
-		return "", stage(d, doc, func(s *Snapshot) *Map[Key, *discoveryv1.EndpointSlice] { return &s.EndpointSlices }, &discoveryv1.EndpointSlice{})
+		return "", stage(d, doc, func(s *snapshot) *keyed[*discoveryv1.EndpointSlice] { return &s.EndpointSlices }, &discoveryv1.EndpointSlice{})
 	case gv == v1alpha1.GroupVersion.WithKind(v1alpha1.Kind):
-		return "", stage(d, doc, func(s *Snapshot) *Map[Key, *v1alpha1.ProxyConfig] { return &s.ProxyConfigs }, &v1alpha1.ProxyConfig{})
+		return "", stage(d, doc, func(s *snapshot) *keyed[*v1alpha1.ProxyConfig] { return &s.ProxyConfigs }, &v1alpha1.ProxyConfig{})
 	}
 	return fmt.Sprintf("unknown kind %s/%s %q, skipped", tm.APIVersion, tm.Kind, tm.Metadata.Name), nil
 }
@@ -221,18 +228,18 @@ func (d *decoder) gatewayAPI(version, kind string, doc []byte) (string, error) {
 		if err := yaml.UnmarshalStrict(doc, gc); err != nil {
 			return "", err
 		}
-		d.pending = append(d.pending, func(s *Snapshot) { s.GatewayClasses.Set(gc.Name, gc) })
+		d.pending = append(d.pending, func(s *snapshot) { s.GatewayClasses.Set(gc.Name, gc) })
 		return "", nil
 	case "Gateway":
-		return "", stage(d, doc, func(s *Snapshot) *Map[Key, *gwv1.Gateway] { return &s.Gateways }, &gwv1.Gateway{})
+		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.Gateway] { return &s.Gateways }, &gwv1.Gateway{})
 	case "ListenerSet":
-		return "", stage(d, doc, func(s *Snapshot) *Map[Key, *gwv1.ListenerSet] { return &s.ListenerSets }, &gwv1.ListenerSet{})
+		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.ListenerSet] { return &s.ListenerSets }, &gwv1.ListenerSet{})
 	case "HTTPRoute":
-		return "", stage(d, doc, func(s *Snapshot) *Map[Key, *gwv1.HTTPRoute] { return &s.HTTPRoutes }, &gwv1.HTTPRoute{})
+		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.HTTPRoute] { return &s.HTTPRoutes }, &gwv1.HTTPRoute{})
 	case "GRPCRoute":
-		return "", stage(d, doc, func(s *Snapshot) *Map[Key, *gwv1.GRPCRoute] { return &s.GRPCRoutes }, &gwv1.GRPCRoute{})
+		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.GRPCRoute] { return &s.GRPCRoutes }, &gwv1.GRPCRoute{})
 	default: // ReferenceGrant
-		return "", stage(d, doc, func(s *Snapshot) *Map[Key, *gwv1beta1.ReferenceGrant] { return &s.ReferenceGrants }, &gwv1beta1.ReferenceGrant{})
+		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1beta1.ReferenceGrant] { return &s.ReferenceGrants }, &gwv1beta1.ReferenceGrant{})
 	}
 }
 
@@ -246,14 +253,14 @@ type namespaced interface {
 // stage strictly decodes doc into obj and stages it for the map m of the
 // snapshot; objects with no namespace are put in "default", as kubectl
 // would.
-func stage[T namespaced](d *decoder, doc []byte, m func(*Snapshot) *Map[Key, T], obj T) error {
+func stage[T namespaced](d *decoder, doc []byte, m func(*snapshot) *keyed[T], obj T) error {
 	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
 		return err
 	}
 	if obj.GetNamespace() == "" {
 		obj.SetNamespace(metav1.NamespaceDefault)
 	}
-	k := Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	d.pending = append(d.pending, func(s *Snapshot) { m(s).Set(k, obj) })
+	k := resource.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	d.pending = append(d.pending, func(s *snapshot) { m(s).Set(k, obj) })
 	return nil
 }

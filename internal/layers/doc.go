@@ -1,0 +1,21 @@
+// Package layers holds no code: its test checks that the packages' layers
+// point one way, on the import graph that `go list -deps` reports (run
+// with testenv.GoCommand, the toolchain of the test), so that a wrong
+// import fails a test rather than waiting for a review. A failure names
+// the import chain that leads to the forbidden package.
+//
+// The rules (layers_test.go) are the edges that must not exist:
+//
+//   - the Gateway API semantics (internal/gatewayapi) and what they share
+//     with the proxies' reconciler (internal/proxyspec) import no
+//     controller code: neither internal/infra nor controller-runtime (nor,
+//     for proxyspec, client-go);
+//   - the translation loop (internal/pipeline) imports no renderer
+//     (internal/render): it hands out its Results, and internal/admin
+//     renders the debug views from them;
+//   - the IR (internal/ir) imports nothing of Portico's.
+//
+// Only the packages proper are checked, not their tests: a test may well
+// check across layers (gatewayapi's tests render what the translator
+// accepts with infra.Render).
+package layers
