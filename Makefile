@@ -113,8 +113,9 @@ generate:
 	$$(hack/tools.sh controller-gen) crd paths=./api/... output:crd:dir=config/crd
 
 ## cluster-up: a local cluster without containers (etcd, kube-apiserver,
-## controller-manager, scheduler, kwok with a fake Node) on loopback, state
-## in _output/cluster (or $$PORTICO_CLUSTER_DIR); prints the kubeconfig path
+## controller-manager, scheduler, kwok with a fake Node, run by kwokctl from
+## the binaries of kube-binaries) on loopback, state in _output/cluster (or
+## $$PORTICO_CLUSTER_DIR); prints the kubeconfig path
 .PHONY: cluster-up cluster-down
 cluster-up:
 	hack/cluster-up.sh

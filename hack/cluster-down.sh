@@ -4,8 +4,9 @@
 # Usage: hack/cluster-down.sh [DIR]
 #   DIR defaults to $PORTICO_CLUSTER_DIR, else _output/cluster in the repo.
 #   DIR itself is removed too unless it is not ours (no marker file).
+#   kwokctl (of the binaries hack/cluster-up.sh recorded in DIR/binaries,
+#   else $PORTICO_KUBE_BINARIES) stops the components.
 set -euo pipefail
-export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: fetched from the Go module proxy
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=kwok/lib.sh
@@ -28,7 +29,7 @@ if [ ! -f "$DIR/$CLUSTER_MARKER" ]; then
   exit 1
 fi
 
-stop_cluster "$DIR"
+stop_cluster "$DIR" "$(cat "$DIR/binaries" 2>/dev/null || echo "${PORTICO_KUBE_BINARIES:-}")"
 wipe_cluster "$DIR"
 rmdir "$DIR" 2>/dev/null || true
 log "stopped; removed $DIR"

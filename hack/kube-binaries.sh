@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes binaries Portico's tests run against, from the Go
 # module proxy (no download site is needed):
-#   kube-apiserver, kube-controller-manager, kube-scheduler  (k8s.io/kubernetes v1.37.2)
+#   kube-apiserver, kube-controller-manager, kube-scheduler,
+#   kubectl                                                  (k8s.io/kubernetes v1.37.2)
 #   etcd                                                     (go.etcd.io/etcd/server/v3, the version k8s requires)
-#   kwok                                                     (sigs.k8s.io/kwok v0.8.0)
+#   kwok, kwokctl                                            (sigs.k8s.io/kwok v0.8.0)
+# kwokctl runs the local cluster (hack/cluster-up.sh) from the others;
+# it calls kubectl for its own readiness probes and would download one from
+# dl.k8s.io if none were given, hence kubectl here.
 # Binaries are cached outside the repository so a fresh clone reuses them:
 #   ${PORTICO_CACHE:-$HOME/.cache/portico}/k8s-v1.37.2/
 # A cold build takes 10-20 minutes on 2 cores; a warm run takes seconds.
@@ -29,7 +33,7 @@ for a in "$@"; do
     *) want+=("$a") ;;
   esac
 done
-[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl)
 
 log() { echo "kube-binaries: $*" >&2; }
 
@@ -86,6 +90,7 @@ GO
     "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" \
+    "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" \
     "go.etcd.io/etcd/server/v3/etcdmain@$etcd_version" >&2)
 }
 
@@ -110,28 +115,34 @@ build_k8s() {
   log "[$b] done in $(( $(date +%s) - start ))s"
 }
 
+# build_kwok NAME: sigs.k8s.io/kwok/cmd/NAME (kwok or kwokctl).
 build_kwok() {
-  local start
+  local b=$1 start
   start=$(date +%s)
-  log "[kwok] building sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION ..."
-  (cd "$WORK/kwok" && GOBIN="$OUT" CGO_ENABLED=0 go install -trimpath -ldflags='-s -w' "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
-  # The stage definitions kwok needs (node/fast, pod/fast) ship in the module.
-  local dir
-  dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
-  mkdir -p "$OUT/kwok-stages"
-  cp "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/pod/fast/*.yaml "$OUT/kwok-stages/" 2>/dev/null || true
-  chmod -R u+w "$OUT/kwok-stages"
-  log "[kwok] done in $(( $(date +%s) - start ))s"
+  log "[$b] building sigs.k8s.io/kwok/cmd/$b@$KWOK_VERSION ..."
+  (cd "$WORK/kwok" && GOBIN="$OUT" CGO_ENABLED=0 go install -trimpath -ldflags='-s -w' "sigs.k8s.io/kwok/cmd/$b@$KWOK_VERSION")
+  if [ "$b" = kwok ]; then
+    # The stage definitions kwok needs (node/fast, pod/fast) ship in the module.
+    local dir
+    dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+    mkdir -p "$OUT/kwok-stages"
+    cp "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/pod/fast/*.yaml "$OUT/kwok-stages/" 2>/dev/null || true
+    chmod -R u+w "$OUT/kwok-stages"
+  fi
+  log "[$b] done in $(( $(date +%s) - start ))s"
 }
 
 need_k8s=0
-for b in "${missing[@]}"; do [ "$b" != kwok ] && need_k8s=1; done
+for b in "${missing[@]}"; do case "$b" in kwok | kwokctl) ;; *) need_k8s=1 ;; esac; done
 [ $need_k8s = 1 ] && k8s_mod
 i=0
 for b in "${missing[@]}"; do
   i=$((i + 1))
   log "progress: binary $i of ${#missing[@]}"
-  if [ "$b" = kwok ]; then build_kwok; else build_k8s "$b"; fi
+  case "$b" in
+    kwok | kwokctl) build_kwok "$b" ;;
+    *) build_k8s "$b" ;;
+  esac
 done
 log "all built in $OUT"
 [ $print_dir = 1 ] && echo "$OUT"

@@ -1,14 +1,33 @@
 # shellcheck shell=bash
 # Functions shared by hack/cluster-up.sh and hack/cluster-down.sh.
 #
-# A cluster directory holds a marker file (.portico-cluster), pid files in
-# pids/, logs in logs/, the PKI in pki/, etcd's data in etcd/ and the
-# kubeconfig. Every process is started in its own session (setsid) with the
-# directory on its command line, so a pid file is only trusted when the
-# process is still running, is not a zombie, and names this directory.
+# A cluster directory DIR is kwokctl's work directory (KWOK_WORKDIR): the
+# cluster itself is DIR/clusters/portico (kwokctl's layout: kwok.yaml,
+# kubeconfig.yaml, pki/, etcd/, bin/, pids/, logs/). DIR also holds our
+# marker file (.portico-cluster), the watchdog's pid file, kwokctl's own
+# output (kwokctl.log) and links DIR/kubeconfig, DIR/pids and DIR/logs
+# into the cluster, where the suites find the components (test/faults
+# restarts kube-apiserver from its pid file; test/bench reads the
+# components' CPU time). kwokctl starts every component in its own session
+# with paths under DIR on its command line, so a pid file is only trusted
+# when its process is running, is not a zombie, and names DIR.
 
 CLUSTER_MARKER=.portico-cluster
-CLUSTER_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+CLUSTER_NAME=portico
+# kwokctl's component names (and so its pid and log file names).
+CLUSTER_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok-controller)
+
+# run_kwokctl DIR BINS ARGS...: kwokctl on the cluster in DIR with the
+# binaries of BINS, its output appended to DIR/kwokctl.log. kwokctl looks
+# kubectl up in PATH before it would download one: BINS comes first. The
+# components it starts inherit its open files: only stdio, and not fd 9
+# (hack/cluster-up.sh's lock).
+run_kwokctl() {
+  local dir=$1 bins=$2
+  shift 2
+  KWOK_WORKDIR=$dir KWOK_KUBECTL_BINARY=$bins/kubectl PATH=$bins:$PATH \
+    "$bins/kwokctl" --name="$CLUSTER_NAME" "$@" </dev/null >>"$dir/kwokctl.log" 2>&1 9<&-
+}
 
 # process_running PID: true when PID exists and is not a zombie.
 process_running() {
@@ -22,71 +41,69 @@ process_running() {
   return 0
 }
 
-# cluster_pid DIR NAME: prints the pid of component NAME of the cluster in DIR
-# if it is running; fails otherwise.
-cluster_pid() {
-  local dir=$1 name=$2 pid
-  [ -f "$dir/pids/$name.pid" ] || return 1
-  pid=$(cat "$dir/pids/$name.pid" 2>/dev/null) || return 1
+# pid_of DIR FILE: prints the pid in FILE if that process is running and
+# names DIR in its arguments (not a reused pid); fails otherwise.
+pid_of() {
+  local dir=$1 file=$2 pid
+  [ -f "$file" ] && pid=$(tr -d '[:space:]' <"$file") || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   process_running "$pid" || return 1
-  # Guard against pid reuse: our processes carry DIR in their arguments.
   if [ -r "/proc/$pid/cmdline" ]; then
     tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir/" || return 1
   fi
   echo "$pid"
 }
 
-# signal_pid SIG PID: signals PID's process group (each component leads its
-# own, see start_component), or PID alone when it leads none.
-signal_pid() {
-  kill "-$1" -- "-$2" 2>/dev/null || kill "-$1" "$2" 2>/dev/null || true
+# component_pid DIR NAME: pid_of the component NAME of the cluster in DIR.
+component_pid() {
+  pid_of "$1" "$1/clusters/$CLUSTER_NAME/pids/$2.pid"
 }
 
-# stop_cluster DIR: stops every process of the cluster in DIR and waits
-# until none is left. Clients go first, then kube-apiserver, then etcd: an
-# apiserver whose etcd is gone takes many seconds to shut down.
+# stop_cluster DIR BINS: stops the watchdog and every component of the
+# cluster in DIR, and returns once none is left. kwokctl (of BINS) stops
+# them, with SIGKILL; without kwokctl, or for a component kwokctl missed,
+# the SIGKILL is sent here.
 stop_cluster() {
-  local dir=$1 rc=0
-  stop_components "$dir" watchdog kwok kube-scheduler kube-controller-manager || rc=1
-  stop_components "$dir" kube-apiserver || rc=1
-  stop_components "$dir" etcd || rc=1
-  return $rc
+  local dir=$1 bins=$2 f pid pids=()
+  if pid=$(pid_of "$dir" "$dir/watchdog.pid"); then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  fi
+  rm -f "$dir/watchdog.pid"
+  # DIR/pids links to the cluster's pid files (a cluster directory of the
+  # harness before kwokctl has them there itself, and no kwok.yaml: its
+  # processes get the SIGKILL below).
+  for f in "$dir"/pids/*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(pid_of "$dir" "$f") || continue
+    pids+=("$pid")
+    # kwokctl reads a pid file as a bare number: one rewritten by another
+    # tool (test/faults restarts kube-apiserver) may end with a newline.
+    printf %s "$pid" >"$f"
+  done
+  if [ -f "$dir/clusters/$CLUSTER_NAME/kwok.yaml" ] && [ -x "$bins/kwokctl" ]; then
+    run_kwokctl "$dir" "$bins" stop cluster || echo "cluster: kwokctl stop cluster failed (see $dir/kwokctl.log)" >&2
+  else
+    for pid in ${pids[@]+"${pids[@]}"}; do kill -KILL "$pid" 2>/dev/null || true; done
+  fi
+  wait_gone 10 ${pids[@]+"${pids[@]}"} && return 0
+  for pid in "${pids[@]}"; do
+    process_running "$pid" || continue
+    echo "cluster: pid $pid still running; sending SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  wait_gone 5 "${pids[@]}" && return 0
+  echo "cluster: a component is still running after SIGKILL" >&2
+  return 1
 }
 
-# stop_components DIR NAME...: SIGTERM to the named components, SIGKILL to
-# those still running after PORTICO_CLUSTER_STOP_TIMEOUT seconds (default
-# 15); returns once all are gone.
-stop_components() {
-  local dir=$1 name pid pids=() left deadline
+# wait_gone SECONDS PID...: true once none of the PIDs is running, false
+# if one still is after SECONDS.
+wait_gone() {
+  local deadline=$((SECONDS + $1)) pid
   shift
-  for name in "$@"; do
-    pid=$(cluster_pid "$dir" "$name") || continue
-    signal_pid TERM "$pid"
-    pids+=("$pid")
-  done
-  [ ${#pids[@]} -gt 0 ] || return 0
-  deadline=$((SECONDS + ${PORTICO_CLUSTER_STOP_TIMEOUT:-15}))
-  while :; do
-    left=()
-    for pid in "${pids[@]}"; do
-      if process_running "$pid"; then left+=("$pid"); fi
-    done
-    [ ${#left[@]} -gt 0 ] || return 0
-    [ $SECONDS -lt $deadline ] || break
-    sleep 0.05
-  done
-  for pid in "${left[@]}"; do
-    echo "cluster: pid $pid ignored SIGTERM; sending SIGKILL" >&2
-    signal_pid KILL "$pid"
-  done
-  deadline=$((SECONDS + 5))
-  for pid in "${left[@]}"; do
+  for pid in "$@"; do
     while process_running "$pid"; do
-      if [ $SECONDS -ge $deadline ]; then
-        echo "cluster: pid $pid still running after SIGKILL" >&2
-        return 1
-      fi
+      [ $SECONDS -lt $deadline ] || return 1
       sleep 0.05
     done
   done

@@ -1,10 +1,14 @@
 package testenv
 
 // The local kwok cluster of the suites under test/ (e2e, faults,
-// conformance, bench): hack/cluster-up.sh starts etcd, kube-apiserver,
+// conformance, bench): hack/cluster-up.sh has kwokctl (`kwokctl create
+// cluster --runtime binary`) start etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok (fake Nodes whose Pods
-// become Running and Ready) on loopback, with no container anywhere;
-// hack/cluster-down.sh stops it.
+// become Running and Ready) on loopback from the binaries of
+// hack/kube-binaries.sh, with no container and no download anywhere;
+// hack/cluster-down.sh stops it. A cluster directory keeps the layout the
+// suites read: DIR/kubeconfig, DIR/pids/<component>.pid and
+// DIR/logs/<component>.log (links into kwokctl's DIR/clusters/portico).
 
 import (
 	"bytes"
@@ -25,8 +29,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// clusterBinaries are the executables hack/cluster-up.sh runs.
-var clusterBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+// clusterBinaries are the executables hack/cluster-up.sh runs: the
+// components, kwokctl, and kubectl, which kwokctl calls (and would
+// otherwise download).
+var clusterBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwokctl", "kubectl"}
 
 // ClusterBinaries returns the directory with everything hack/cluster-up.sh
 // runs — $PORTICO_KUBE_BINARIES, else K8sVersionDir in CacheDir — without
