@@ -43,32 +43,26 @@ type clusterDef struct {
 func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectReference) (*clusterDef, *problem) {
 	b := refs.BackendOf(rs.ns(), ref)
 	ns, name := b.Namespace, b.Name
-	if b.IsService() {
-		t.read(resource.KindService, resource.Key{Namespace: ns, Name: name})
-		if ns != rs.ns() {
-			t.readGrants(ns)
-		}
-	}
-	if b.IsService() && b.HasPort && (ns == rs.ns() || t.grants.allows(objRef{gwv1.GroupName, rs.kind, rs.ns()}, b.Object)) {
-		// The common case, without building strings.
-		if def, ok := t.clusterByRef[clusterRef{ns, name, b.Port}]; ok {
-			return def, nil
-		}
-	}
-	id := b.ID()
 	if !b.IsService() {
-		return nil, &problem{string(gwv1.RouteReasonInvalidKind), fmt.Sprintf("backend %s %s is not supported; only core Services are", id, groupKind(b.Group, b.Kind))}
+		return nil, &problem{string(gwv1.RouteReasonInvalidKind), fmt.Sprintf("backend %s %s is not supported; only core Services are", b.ID(), groupKind(b.Group, b.Kind))}
 	}
+	// Read (and recorded) whatever the outcome: creating the Service or a
+	// grant changes it.
+	svc := t.in.Service(resource.Key{Namespace: ns, Name: name})
 	from := objRef{gwv1.GroupName, rs.kind, rs.ns()}
-	if !t.grants.allows(from, b.Object) {
+	if !t.allows(from, b.Object) {
 		return nil, &problem{string(gwv1.RouteReasonRefNotPermitted),
-			fmt.Sprintf("no ReferenceGrant in namespace %s allows a %s of namespace %s to use Service %s", ns, rs.kind, rs.ns(), id)}
+			fmt.Sprintf("no ReferenceGrant in namespace %s allows a %s of namespace %s to use Service %s", ns, rs.kind, rs.ns(), b.ID())}
 	}
 	if !b.HasPort {
-		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("backend Service %s has no port; port is required for Services", id)}
+		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("backend Service %s has no port; port is required for Services", b.ID())}
 	}
 	port := b.Port
-	svc := t.snap.Services.Value(resource.Key{Namespace: ns, Name: name})
+	// The common case, without building strings.
+	if def, ok := t.clusterByRef[clusterRef{ns, name, port}]; ok {
+		return def, nil
+	}
+	id := b.ID()
 	if svc == nil {
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s does not exist", id)}
 	}
@@ -106,21 +100,21 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 // like the Service port. They are deduplicated and sorted.
 func (t *translator) endpointsOf(def *clusterDef) []ir.Endpoint {
 	if t.memo != nil {
-		return t.memo.endpointsOf(t.snap, def)
+		return t.memo.endpointsOf(t.in.EndpointSlices, def)
 	}
 	if def.computed {
 		return def.endpoints
 	}
 	def.computed = true
-	def.endpoints = clusterEndpoints(t.snap, def.svc, def.port.Name)
+	def.endpoints = clusterEndpoints(t.in.EndpointSlices(def.svc), def.port.Name)
 	return def.endpoints
 }
 
 // clusterEndpoints computes the ready endpoints of the port named portName
-// of a Service (see endpointsOf).
-func clusterEndpoints(snap *resource.Snapshot, svc resource.Key, portName string) []ir.Endpoint {
+// of a Service from its EndpointSlices (see endpointsOf).
+func clusterEndpoints(eps []*discoveryv1.EndpointSlice, portName string) []ir.Endpoint {
 	var out []ir.Endpoint
-	for _, es := range snap.EndpointSlicesFor(svc) {
+	for _, es := range eps {
 		if es == nil || (es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6) {
 			continue
 		}

@@ -68,8 +68,8 @@ func (x *Incremental) routesOnly(snap *resource.Snapshot, opts Options, a *affec
 	if m.gateways == nil {
 		return nil, st, false
 	}
-	t := newTranslator(snap, opts)
-	t.rec, t.memo, t.dirtyServices = x.rec, x.memo, a.endpoints
+	t := newTranslator(snap, opts, x.rec)
+	t.memo, t.dirtyServices = x.memo, a.endpoints
 	for g := range a.gateways {
 		if gs := m.gateways[g]; gs != nil {
 			t.gateways[g] = gs

@@ -25,17 +25,17 @@ type classState struct {
 // processClasses selects our GatewayClasses and computes their status.
 // Classes of other controllers get no status.
 func (t *translator) processClasses() {
-	for _, name := range resource.SortedNames(t.snap.GatewayClasses) {
-		gc := t.snap.GatewayClasses.Value(name)
+	for _, name := range t.in.GatewayClassNames() {
+		gc := t.in.GatewayClass(name)
 		if gc == nil || t.opts.ControllerName == "" || string(gc.Spec.ControllerName) != t.opts.ControllerName {
 			continue
 		}
 		cs := &classState{obj: gc, accepted: true}
 		c := newConditions(gc.Generation)
 		if ref := gc.Spec.ParametersRef; ref != nil {
-			prevOwner := t.ownedBy(resource.Ref{Kind: resource.KindGatewayClass, Key: resource.Key{Name: name}})
+			prevOwner := t.in.Own(resource.Ref{Kind: resource.KindGatewayClass, Key: resource.Key{Name: name}})
 			cs.proxy, cs.problem = t.classParams(ref)
-			t.owner = prevOwner
+			t.in.Own(prevOwner)
 		}
 		if cs.problem != nil {
 			cs.accepted = false
@@ -83,9 +83,9 @@ func (g *gatewayState) key() resource.Key {
 // processGateways selects the Gateways of our classes and validates them
 // and their own listeners.
 func (t *translator) processGateways() {
-	keys := t.scope.gatewayKeys(t.snap)
+	keys := t.scope.gatewayKeys(t.in)
 	for _, k := range keys {
-		gw := t.snap.Gateways.Value(k)
+		gw := t.in.Gateway(k)
 		if gw == nil {
 			continue
 		}
@@ -93,7 +93,7 @@ func (t *translator) processGateways() {
 		if cs == nil {
 			continue
 		}
-		prevOwner := t.ownedBy(gatewayRef(k))
+		prevOwner := t.in.Own(gatewayRef(k))
 		g := &gatewayState{obj: gw, proxy: cs.proxy}
 		var paramsProblem *problem
 		if gw.Spec.Infrastructure != nil && gw.Spec.Infrastructure.ParametersRef != nil {
@@ -133,7 +133,7 @@ func (t *translator) processGateways() {
 		}
 		t.gateways[k] = g
 		t.gwOrder = append(t.gwOrder, g)
-		t.owner = prevOwner
+		t.in.Own(prevOwner)
 	}
 }
 
@@ -154,8 +154,8 @@ type listenerSetState struct {
 // processListenerSets resolves the parent of every ListenerSet. Those whose
 // parent is not a Gateway of ours get no status.
 func (t *translator) processListenerSets() {
-	for _, k := range t.scope.setKeys(t.snap) {
-		ls := t.snap.ListenerSets.Value(k)
+	for _, k := range t.scope.setKeys(t.in) {
+		ls := t.in.ListenerSet(k)
 		if ls == nil {
 			continue
 		}
@@ -169,9 +169,9 @@ func (t *translator) processListenerSets() {
 		}
 		s := &listenerSetState{obj: ls, gw: g}
 		if al := g.obj.Spec.AllowedListeners; al != nil && al.Namespaces != nil {
-			prevOwner := t.ownedBy(gatewayRef(g.key()))
+			prevOwner := t.in.Own(gatewayRef(g.key()))
 			s.allowed = newNSPolicy(al.Namespaces.From, al.Namespaces.Selector, gwv1.NamespacesFromNone, g.obj.Namespace).allows(t, ls.Namespace)
-			t.owner = prevOwner
+			t.in.Own(prevOwner)
 		}
 		if s.allowed {
 			g.sets = append(g.sets, s)
@@ -183,9 +183,9 @@ func (t *translator) processListenerSets() {
 // finishListeners merges each Gateway's listeners with those of its
 // ListenerSets, detects conflicts and decides acceptance.
 func (t *translator) finishListeners() {
-	defer t.ownedBy(t.owner)
+	defer t.in.Own(t.in.Owner())
 	for _, g := range t.gwOrder {
-		t.owner = gatewayRef(g.key())
+		t.in.Own(gatewayRef(g.key()))
 		sort.SliceStable(g.sets, func(i, j int) bool {
 			a, b := g.sets[i].obj, g.sets[j].obj
 			return olderFirst(a.CreationTimestamp, b.CreationTimestamp, a.Namespace, a.Name, b.Namespace, b.Name)
@@ -231,9 +231,9 @@ func (t *translator) finishListeners() {
 
 // gatewayStatuses emits the status of every Gateway and ListenerSet of ours.
 func (t *translator) gatewayStatuses() {
-	defer t.ownedBy(t.owner)
+	defer t.in.Own(t.in.Owner())
 	for _, g := range t.gwOrder {
-		t.owner = gatewayRef(g.key())
+		t.in.Own(gatewayRef(g.key()))
 		gw := g.obj
 		c := newConditions(gw.Generation)
 		var bad []string

@@ -21,7 +21,8 @@ import (
 // Gateway, Gateways by class, Gateways by the Services of their clusters)
 // and a dependency index: what every Gateway and route read from the
 // snapshot (Services, Secrets, ReferenceGrants, Namespaces, ProxyConfigs,
-// Deployments), including objects that did not exist. A change then
+// Deployments), including objects that did not exist, as package inputs'
+// accessors record it (the semantics read nothing else). A change then
 // selects the Gateways to translate again:
 //
 //   - a Gateway, or a ListenerSet (its old and new parent Gateway);
@@ -125,15 +126,17 @@ func newMemo() *memo {
 	}
 }
 
-func (m *memo) endpointsOf(snap *resource.Snapshot, def *clusterDef) []ir.Endpoint {
-	return m.clusterEndpoints(snap, def.name, def.svc, def.port.Name)
+// endpointsOf returns the memoized endpoints of a cluster, computed from
+// the EndpointSlices slicesOf returns when not memoized.
+func (m *memo) endpointsOf(slicesOf func(resource.Key) []*discoveryv1.EndpointSlice, def *clusterDef) []ir.Endpoint {
+	return m.clusterEndpoints(slicesOf, def.name, def.svc, def.port.Name)
 }
 
-func (m *memo) clusterEndpoints(snap *resource.Snapshot, cluster string, svc resource.Key, portName string) []ir.Endpoint {
+func (m *memo) clusterEndpoints(slicesOf func(resource.Key) []*discoveryv1.EndpointSlice, cluster string, svc resource.Key, portName string) []ir.Endpoint {
 	if e, ok := m.endpoints[cluster]; ok {
 		return e
 	}
-	e := clusterEndpoints(snap, svc, portName)
+	e := clusterEndpoints(slicesOf(svc), portName)
 	m.endpoints[cluster] = e
 	s := m.svcClusters[svc]
 	if s == nil {
@@ -193,8 +196,8 @@ func (x *Incremental) full(snap *resource.Snapshot, opts Options) *Result {
 	x.valid = false
 	x.idx, x.rec, x.memo = newIndex(), newRecorder(), newMemo()
 	x.idx.build(snap)
-	t := newTranslator(snap, opts)
-	t.rec, t.memo = x.rec, x.memo
+	t := newTranslator(snap, opts, x.rec)
+	t.memo = x.memo
 	res := t.run(&Result{})
 	res.StatusSet = NewStatusSet(t.statuses)
 	x.saveStates(t, nil, nil, nil)
@@ -398,8 +401,8 @@ func (x *Incremental) retranslate(snap *resource.Snapshot, opts Options, a *affe
 	slices.SortFunc(sc.httpRoutes, resource.CompareKeys)
 	slices.SortFunc(sc.grpcRoutes, resource.CompareKeys)
 
-	t := newTranslator(snap, opts)
-	t.scope, t.rec, t.memo, t.dirtyServices = sc, x.rec, x.memo, a.endpoints
+	t := newTranslator(snap, opts, x.rec)
+	t.scope, t.memo, t.dirtyServices = sc, x.memo, a.endpoints
 	compiledBefore := len(x.memo.compiled)
 	part := t.run(&Result{})
 	st.Compiled = len(x.memo.compiled) - compiledBefore
@@ -503,7 +506,7 @@ func (x *Incremental) patchGateway(snap *resource.Snapshot, gw *ir.Gateway, svcs
 	for _, i := range idx {
 		c := gw.Clusters[i]
 		svc := resource.Key{Namespace: c.ServiceNamespace, Name: c.ServiceName}
-		eps := x.memo.clusterEndpoints(snap, c.Name, svc, servicePortName(snap.Services.Value(svc), c.ServicePort))
+		eps := x.memo.clusterEndpoints(snap.EndpointSlicesFor, c.Name, svc, servicePortName(snap.Services.Value(svc), c.ServicePort))
 		if slices.Equal(eps, c.Endpoints) {
 			continue
 		}

@@ -17,9 +17,6 @@ import (
 
 var incOpts = Options{ControllerName: gen.ControllerName, Now: testNow}
 
-// TestIncrementalMatchesFull applies random single-object changes to a
-// generated world and checks after each that the incremental translation
-// equals a full one.
 // incrementalSteps applies random single-object changes to a generated
 // world and checks after each that the incremental translation with opts
 // equals a full one; it returns the Incremental and the last snapshot.
@@ -29,17 +26,30 @@ func incrementalSteps(t *testing.T, opts Options) (*Incremental, *resource.Snaps
 	if s := os.Getenv("PORTICO_INC_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
-	rng := rand.New(rand.NewPCG(seed, 11))
-	snap := gen.Rich(500)
-	x := NewIncremental()
-	if _, st := x.Translate(snap, opts); st.Mode != ModeFull {
-		t.Fatalf("first translation: %s", st.Mode)
-	}
-	modes := map[Mode]int{}
 	steps := 400
 	if testing.Short() {
 		steps = 100
 	}
+	x, snap, modes, err := differential(opts, seed, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("modes: %v", modes)
+	return x, snap, modes
+}
+
+// differential is the differential test: from seed, it applies steps
+// random single-object changes (gen.Change) to a generated world and
+// returns an error at the first step whose incremental translation with
+// opts differs from a full one (or is itself a full one).
+func differential(opts Options, seed uint64, steps int) (*Incremental, *resource.Snapshot, map[Mode]int, error) {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	snap := gen.Rich(500)
+	x := NewIncremental()
+	if _, st := x.Translate(snap, opts); st.Mode != ModeFull {
+		return nil, nil, nil, fmt.Errorf("first translation: %s", st.Mode)
+	}
+	modes := map[Mode]int{}
 	for i := 0; i < steps; i++ {
 		var desc string
 		prev := snap
@@ -61,16 +71,18 @@ func incrementalSteps(t *testing.T, opts Options) (*Incremental, *resource.Snaps
 		modes[st.Mode]++
 		want := Translate(snap, opts)
 		if !sameResult(got, want) {
-			t.Fatalf("step %d (%s, %s): incremental result differs from the full translation\n%s", i, desc, st.Mode, resultDiff(got, want))
+			return x, snap, modes, fmt.Errorf("step %d (%s, %s): incremental result differs from the full translation\n%s", i, desc, st.Mode, resultDiff(got, want))
 		}
 		if st.Mode == ModeFull {
-			t.Fatalf("step %d (%s): full translation", i, desc)
+			return x, snap, modes, fmt.Errorf("step %d (%s): full translation", i, desc)
 		}
 	}
-	t.Logf("modes: %v", modes)
-	return x, snap, modes
+	return x, snap, modes, nil
 }
 
+// TestIncrementalMatchesFull applies random single-object changes to a
+// generated world and checks after each that the incremental translation
+// equals a full one.
 func TestIncrementalMatchesFull(t *testing.T) {
 	x, snap, modes := incrementalSteps(t, incOpts)
 

@@ -5,6 +5,7 @@ import (
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/portico-dev/portico/internal/gatewayapi/inputs"
 	"github.com/portico-dev/portico/internal/refs"
 	"github.com/portico-dev/portico/internal/resource"
 )
@@ -251,23 +252,23 @@ func (x *index) gatewayOf(p resource.Ref) (resource.Key, bool) {
 
 // scope helpers: a nil scope is the whole snapshot.
 
-func (s *scope) gatewayKeys(snap *resource.Snapshot) []resource.Key {
+func (s *scope) gatewayKeys(in *inputs.Reader) []resource.Key {
 	if s == nil {
-		return resource.SortedKeys(snap.Gateways)
+		return in.GatewayKeys()
 	}
 	return s.gateways
 }
 
-func (s *scope) setKeys(snap *resource.Snapshot) []resource.Key {
+func (s *scope) setKeys(in *inputs.Reader) []resource.Key {
 	if s == nil {
-		return resource.SortedKeys(snap.ListenerSets)
+		return in.ListenerSetKeys()
 	}
 	return s.sets
 }
 
-func (s *scope) routeKeys(snap *resource.Snapshot) (http, grpc []resource.Key) {
+func (s *scope) routeKeys(in *inputs.Reader) (http, grpc []resource.Key) {
 	if s == nil {
-		return resource.SortedKeys(snap.HTTPRoutes), resource.SortedKeys(snap.GRPCRoutes)
+		return in.RouteKeys()
 	}
 	return s.httpRoutes, s.grpcRoutes
 }

@@ -32,8 +32,7 @@ func (t *translator) classParams(ref *gwv1.ParametersReference) (*v1alpha1.Proxy
 	if ref.Namespace == nil || *ref.Namespace == "" {
 		return nil, &problem{string(gwv1.GatewayClassReasonInvalidParameters), what + " needs a namespace: ProxyConfig is namespaced"}
 	}
-	t.read(resource.KindProxyConfig, resource.Key{Namespace: string(*ref.Namespace), Name: ref.Name})
-	pc := t.snap.ProxyConfigs.Value(resource.Key{Namespace: string(*ref.Namespace), Name: ref.Name})
+	pc := t.in.ProxyConfig(resource.Key{Namespace: string(*ref.Namespace), Name: ref.Name})
 	if pc == nil {
 		return nil, &problem{string(gwv1.GatewayClassReasonInvalidParameters),
 			fmt.Sprintf("%s: ProxyConfig %s/%s does not exist", what, *ref.Namespace, ref.Name)}
@@ -57,8 +56,7 @@ func (t *translator) gatewayParams(gw *gwv1.Gateway) (*v1alpha1.ProxyConfigSpec,
 	if !isProxyConfigRef(string(ref.Group), string(ref.Kind)) {
 		return nil, &problem{string(gwv1.GatewayReasonInvalidParameters), what + " is not supported: Portico takes a portico.dev ProxyConfig"}
 	}
-	t.read(resource.KindProxyConfig, resource.Key{Namespace: gw.Namespace, Name: ref.Name})
-	pc := t.snap.ProxyConfigs.Value(resource.Key{Namespace: gw.Namespace, Name: ref.Name})
+	pc := t.in.ProxyConfig(resource.Key{Namespace: gw.Namespace, Name: ref.Name})
 	if pc == nil {
 		return nil, &problem{string(gwv1.GatewayReasonInvalidParameters),
 			fmt.Sprintf("%s: ProxyConfig %s/%s does not exist", what, gw.Namespace, ref.Name)}
@@ -98,10 +96,8 @@ func (t *translator) proxyReadiness(g *gatewayState) ([]gwv1.GatewayStatusAddres
 	}
 	name := proxyspec.Name(g.obj.Name)
 	k := resource.Key{Namespace: g.obj.Namespace, Name: name}
-	t.read(resource.KindService, k)
-	t.read(resource.KindDeployment, k)
-	svc := t.snap.Services.Value(k)
-	dep := t.snap.Deployments.Value(k)
+	svc := t.in.Service(k)
+	dep := t.in.Deployment(k)
 	if dep != nil {
 		if err := proxyspec.CheckOwner(dep, "Envoy Deployment", g.obj); err != nil {
 			return nil, &problem{string(gwv1.GatewayReasonInvalid), err.Error()}

@@ -261,11 +261,9 @@ func (t *translator) resolveCertificate(ref gwv1.SecretObjectReference, from obj
 		return "", &problem{string(gwv1.ListenerReasonInvalidCertificateRef),
 			fmt.Sprintf("%s %s is not supported; only core Secrets are", groupKind(c.Group, c.Kind), id)}
 	}
-	t.read(resource.KindSecret, resource.Key{Namespace: ns, Name: name})
-	if ns != from.namespace {
-		t.readGrants(ns)
-	}
-	if !t.grants.allows(from, c) {
+	// Read (and recorded) whatever the outcome, before the cache.
+	sec := t.in.Secret(resource.Key{Namespace: ns, Name: name})
+	if !t.allows(from, c) {
 		return "", &problem{string(gwv1.ListenerReasonRefNotPermitted),
 			fmt.Sprintf("no ReferenceGrant in namespace %s allows a %s of namespace %s to use Secret %s", ns, from.kind, from.namespace, id)}
 	}
@@ -275,7 +273,6 @@ func (t *translator) resolveCertificate(ref gwv1.SecretObjectReference, from obj
 		}
 		return id, nil
 	}
-	sec := t.snap.Secrets.Value(resource.Key{Namespace: ns, Name: name})
 	entry := secretEntry{}
 	switch {
 	case sec == nil:

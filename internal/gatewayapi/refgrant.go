@@ -6,10 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/portico-dev/portico/internal/refs"
-	"github.com/portico-dev/portico/internal/resource"
 )
 
 // objRef names the referring side of a cross-namespace reference.
@@ -17,27 +15,15 @@ type objRef struct {
 	group, kind, namespace string
 }
 
-// grantIndex answers ReferenceGrant questions (GEP-709). Grants live in the
-// namespace of the referent.
-type grantIndex map[string][]*gwv1beta1.ReferenceGrant
-
-func newGrantIndex(snap *resource.Snapshot) grantIndex {
-	idx := grantIndex{}
-	for _, k := range resource.SortedKeys(snap.ReferenceGrants) {
-		if g := snap.ReferenceGrants.Value(k); g != nil {
-			idx[g.Namespace] = append(idx[g.Namespace], g)
-		}
-	}
-	return idx
-}
-
 // allows reports whether from may refer to the object to (resolved by
-// package refs). References within a namespace are always allowed.
-func (idx grantIndex) allows(from objRef, to refs.Object) bool {
+// package refs), by the ReferenceGrants of to's namespace (GEP-709: grants
+// live in the namespace of the referent). References within a namespace
+// are always allowed, and read no grant.
+func (t *translator) allows(from objRef, to refs.Object) bool {
 	if from.namespace == to.Namespace {
 		return true
 	}
-	for _, g := range idx[to.Namespace] {
+	for _, g := range t.in.ReferenceGrants(to.Namespace) {
 		if grantMatches(g.Spec, from, to) {
 			return true
 		}
@@ -75,12 +61,12 @@ func grantMatches(spec gwv1.ReferenceGrantSpec, from objRef, to refs.Object) boo
 // present in the snapshot also carries kubernetes.io/metadata.name, as the
 // API server sets it on every namespace; an absent namespace has no labels.
 func (t *translator) namespaceLabels(name string) labels.Set {
-	t.read(resource.KindNamespace, resource.Key{Name: name})
+	ns := t.in.Namespace(name) // recorded even when cached
 	if set, ok := t.nsLabels[name]; ok {
 		return set
 	}
 	set := labels.Set{}
-	if ns := t.snap.Namespaces.Value(name); ns != nil {
+	if ns != nil {
 		for k, v := range ns.Labels {
 			set[k] = v
 		}

@@ -76,9 +76,9 @@ func (r *routeState) ns() string { return r.meta.Namespace }
 
 // processRoutes compiles and attaches every HTTPRoute and GRPCRoute.
 func (t *translator) processRoutes() {
-	httpKeys, grpcKeys := t.scope.routeKeys(t.snap)
+	httpKeys, grpcKeys := t.scope.routeKeys(t.in)
 	for _, k := range httpKeys {
-		r := t.snap.HTTPRoutes.Value(k)
+		r := t.in.HTTPRoute(k)
 		if r == nil {
 			continue
 		}
@@ -89,7 +89,7 @@ func (t *translator) processRoutes() {
 		t.routes = append(t.routes, rs)
 	}
 	for _, k := range grpcKeys {
-		r := t.snap.GRPCRoutes.Value(k)
+		r := t.in.GRPCRoute(k)
 		if r == nil {
 			continue
 		}
@@ -115,12 +115,12 @@ func (t *translator) compile(rs *routeState, ref resource.Ref, hostnames []gwv1.
 		}
 	}
 	rs.setHostnames(hostnames)
-	prevOwner := t.ownedBy(ref)
+	prevOwner := t.in.Own(ref)
 	if t.rec != nil {
 		t.rec.forget(ref)
 	}
 	f()
-	t.owner = prevOwner
+	t.in.Own(prevOwner)
 	if t.memo != nil {
 		t.memo.compiled[ref] = &compiledMemo{rules: rs.rules, hostnames: rs.hostnames, noHostname: rs.noHostname}
 	}
@@ -199,9 +199,9 @@ func (t *translator) attach(rs *routeState) {
 		ps := &parentState{ref: ref}
 		rs.parents = append(rs.parents, ps)
 		// What the listeners' allowedRoutes read is the Gateway's.
-		prevOwner := t.ownedBy(gatewayRef(g.key()))
+		prevOwner := t.in.Own(gatewayRef(g.key()))
 		t.attachParent(rs, ps, candidates, parentDesc)
-		t.owner = prevOwner
+		t.in.Own(prevOwner)
 	}
 	t.enforceBudget(rs)
 }

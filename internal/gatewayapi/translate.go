@@ -7,6 +7,20 @@
 // maps in sorted key order, and never panics on malformed input; objects are
 // never modified.
 //
+// Reading the snapshot: the semantics read it only through package inputs
+// (the translator's in), whose accessors record, as they return an object,
+// that the Gateway or route being translated read it; the translator holds
+// no snapshot, so an unrecorded read is impossible, and incremental
+// translation cannot be left stale by a read nobody recorded. The
+// semantic files (every file but the engine's) never see a
+// *resource.Snapshot: TestSemanticsReadOnlyThroughInputs checks it. The
+// incremental engine (incremental.go, fastpath.go, index.go, deps.go,
+// statusset.go) legitimately reads the raw snapshot, for what it tracks
+// structurally (routes by parent, ListenerSets by Gateway, Gateways by
+// class, Services by Gateway, EndpointSlices); it gets it as its own
+// arguments (Incremental.snap and its methods' snap parameters), never
+// from the translator.
+//
 // Implementation choices where the specification leaves room:
 //   - A listener whose certificates cannot be used (missing, malformed,
 //     unsupported kind, or not permitted by a ReferenceGrant) stays Accepted:
@@ -63,14 +77,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/portico-dev/portico/internal/gatewayapi/inputs"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
 // translator holds the state of one Translate call.
 type translator struct {
-	snap   *resource.Snapshot
-	opts   Options
-	grants grantIndex
+	// in is the only way to the snapshot: it records what the object
+	// being translated reads (package inputs).
+	in   *inputs.Reader
+	opts Options
 
 	nsLabels map[string]labels.Set
 	secrets  map[string]secretEntry
@@ -89,9 +105,9 @@ type translator struct {
 
 	// scope restricts the translation to some objects; nil: all of them.
 	scope *scope
-	// rec records what each Gateway and route reads; nil: not recorded.
-	rec   *recorder
-	owner resource.Ref
+	// rec records what each Gateway and route reads (through in); nil:
+	// not recorded.
+	rec *recorder
 	// memo holds compiled routes and endpoints of earlier translations;
 	// nil: none. dirtyServices are the Services whose endpoints may have
 	// changed since the memo's IR was built.
@@ -120,17 +136,23 @@ func Translate(snap *resource.Snapshot, opts Options) *Result {
 	if snap == nil {
 		return res
 	}
-	t := newTranslator(snap, opts)
+	t := newTranslator(snap, opts, nil)
 	t.run(res)
 	res.StatusSet = NewStatusSet(t.statuses)
 	return res
 }
 
-func newTranslator(snap *resource.Snapshot, opts Options) *translator {
+// newTranslator returns a translator of snap recording what it reads into
+// rec (nil: nothing recorded).
+func newTranslator(snap *resource.Snapshot, opts Options, rec *recorder) *translator {
+	var sink inputs.Recorder
+	if rec != nil {
+		sink = rec
+	}
 	return &translator{
-		snap:         snap,
+		in:           inputs.New(snap, sink),
+		rec:          rec,
 		opts:         opts,
-		grants:       newGrantIndex(snap),
 		nsLabels:     map[string]labels.Set{},
 		secrets:      map[string]secretEntry{},
 		clusterByRef: map[clusterRef]*clusterDef{},

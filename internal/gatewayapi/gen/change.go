@@ -6,21 +6,26 @@ import (
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
 // Rich returns Snapshot(routes) with objects that exercise more of the
 // translation: Namespaces with labels and a Gateway admitting routes by
 // namespace selector, a ListenerSet, GRPCRoutes, a route with two parents,
-// a cross-namespace backend with its ReferenceGrant, and a second
-// GatewayClass with a ProxyConfig.
+// a cross-namespace backend with its ReferenceGrant, a second
+// GatewayClass with a ProxyConfig, a Gateway with a ProxyConfig of its own,
+// a listener certificate in another namespace with its ReferenceGrant, and
+// the provisioned Deployments and Services of some Gateways.
 func Rich(routes int) *resource.Snapshot {
 	s := Snapshot(routes)
 	for i := 0; i < Namespaces; i++ {
@@ -69,7 +74,96 @@ func Rich(routes int) *resource.Snapshot {
 	if g := s.Gateways.Value(resource.Key{Namespace: "infra", Name: "gw9"}); g != nil {
 		g.Spec.GatewayClassName = "configured"
 	}
+	// A Gateway with a ProxyConfig of its own.
+	if g := s.Gateways.Value(resource.Key{Namespace: "infra", Name: "gw8"}); g != nil {
+		g.Spec.Infrastructure = &gwv1.GatewayInfrastructure{ParametersRef: &gwv1.LocalParametersReference{
+			Group: gwv1.Group(v1alpha1.GroupVersion.Group), Kind: v1alpha1.Kind, Name: "gw8-proxy",
+		}}
+		s.ProxyConfigs.Set(resource.Key{Namespace: "infra", Name: "gw8-proxy"}, gatewayProxy(2))
+	}
+	// A listener certificate in another namespace, allowed by a
+	// ReferenceGrant.
+	if g := s.Gateways.Value(resource.Key{Namespace: "infra", Name: "gw3"}); g != nil {
+		g.Spec.Listeners[1].TLS.CertificateRefs = []gwv1.SecretObjectReference{{Namespace: ptr(gwv1.Namespace("certs")), Name: "tls"}}
+		s.Namespaces.Set("certs", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "certs"}})
+		s.Secrets.Set(certsSecret, crossSecret())
+		s.ReferenceGrants.Set(certsGrant, secretGrant())
+	}
+	// The provisioned proxies of some Gateways (read when Portico
+	// provisions them, Options.Infrastructure).
+	for g := 0; g < provisioned; g++ {
+		s.Deployments.Set(proxyKey(g), proxyDeployment(g, fmt.Sprintf("gw%d", g), 1))
+		s.Services.Set(proxyKey(g), proxyService(g, fmt.Sprintf("192.0.2.%d", g+1)))
+	}
 	return s.Build()
+}
+
+// provisioned is the number of Gateways (gw0...) of Rich whose proxies
+// are provisioned.
+const provisioned = 4
+
+var (
+	certsSecret = resource.Key{Namespace: "certs", Name: "tls"}
+	certsGrant  = resource.Key{Namespace: "certs", Name: "gateways"}
+)
+
+func crossSecret() *corev1.Secret {
+	sec := tlsSecret()
+	sec.Namespace = certsSecret.Namespace
+	return sec
+}
+
+// secretGrant lets Gateways of namespace infra use the Secrets of
+// namespace certs.
+func secretGrant() *gwv1beta1.ReferenceGrant {
+	return &gwv1beta1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: certsGrant.Namespace, Name: certsGrant.Name},
+		Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "Gateway", Namespace: "infra"}},
+			To:   []gwv1.ReferenceGrantTo{{Kind: "Secret"}},
+		},
+	}
+}
+
+func gatewayProxy(replicas int32) *v1alpha1.ProxyConfig {
+	return &v1alpha1.ProxyConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw8-proxy"},
+		Spec: v1alpha1.ProxyConfigSpec{Replicas: ptr(replicas)}}
+}
+
+func proxyKey(g int) resource.Key {
+	return resource.Key{Namespace: "infra", Name: proxyspec.Name(fmt.Sprintf("gw%d", g))}
+}
+
+// proxyDeployment is the Envoy Deployment of Gateway gw<g>, controlled by
+// Gateway owner, with available replicas.
+func proxyDeployment(g int, owner string, available int32) *appsv1.Deployment {
+	k := proxyKey(g)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, Generation: 1,
+			Labels: proxyspec.Labels(k.Namespace, owner), OwnerReferences: gatewayOwner(owner)},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, AvailableReplicas: available},
+	}
+}
+
+// proxyService is the Service of Gateway gw<g>'s proxies, with
+// load-balancer address addr (none when empty).
+func proxyService(g int, addr string) *corev1.Service {
+	k := proxyKey(g)
+	gw := fmt.Sprintf("gw%d", g)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name,
+			Labels: proxyspec.Labels(k.Namespace, gw), OwnerReferences: gatewayOwner(gw)},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: fmt.Sprintf("10.96.0.%d", g+1),
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if addr != "" {
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr}}
+	}
+	return svc
+}
+
+func gatewayOwner(gw string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: gw, UID: "uid-" + types.UID(gw), Controller: ptr(true)}}
 }
 
 func key(m metav1.ObjectMeta) resource.Key { return resource.Key{Namespace: m.Namespace, Name: m.Name} }
@@ -213,7 +307,10 @@ func edit(s *resource.Snapshot, kind resource.Kind, k resource.Key, obj any) *re
 // returns the copy, built, and a description of the change. Changes touch
 // every kind of object: routes (paths, hostnames, parents, backends,
 // deletion, creation), Gateways, GatewayClasses, ListenerSets, Services,
-// EndpointSlices, Secrets, Namespaces, ReferenceGrants and ProxyConfigs.
+// EndpointSlices, Secrets (the Gateways' own and one in another
+// namespace), Namespaces, ReferenceGrants (of backends and of
+// certificates), ProxyConfigs (of a class and of a Gateway) and the
+// Deployments and Services of provisioned proxies.
 func Change(s *resource.Snapshot, rng *rand.Rand) (*resource.Snapshot, string) {
 	c := Copy(s)
 	desc := changeOne(c, rng)
@@ -233,7 +330,7 @@ func pick[K comparable, V any](rng *rand.Rand, m resource.Map[K, V], less func(a
 
 func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 	gateways := []string{"gw0", "gw1", "gw2", "gw9", "selective", "missing"}
-	switch n := rng.IntN(40); {
+	switch n := rng.IntN(43); {
 	case n < 14: // an HTTPRoute
 		k, r, ok := pick(rng, c.HTTPRoutes, resource.CompareKeys)
 		if !ok {
@@ -388,20 +485,23 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 			c.EndpointSlices.Set(k, es)
 			return "slice address " + k.String()
 		}
-	case n < 32: // the Secret
-		k := resource.Key{Namespace: "infra", Name: "tls"}
+	case n < 32: // a Secret: the Gateways' own, or the one in namespace certs
+		k, fresh := resource.Key{Namespace: "infra", Name: "tls"}, tlsSecret
+		if rng.IntN(3) == 0 {
+			k, fresh = certsSecret, crossSecret
+		}
 		switch sec := c.Secrets.Value(k); {
 		case sec == nil:
-			c.Secrets.Set(k, tlsSecret())
-			return "secret restored"
+			c.Secrets.Set(k, fresh())
+			return "secret restored " + k.String()
 		case rng.IntN(2) == 0:
 			c.Secrets.Delete(k)
-			return "secret deleted"
+			return "secret deleted " + k.String()
 		default:
 			sec = sec.DeepCopy()
 			sec.Data[corev1.TLSCertKey] = []byte("garbage")
 			c.Secrets.Set(k, sec)
-			return "secret invalid"
+			return "secret invalid " + k.String()
 		}
 	case n < 34: // a Namespace's labels
 		name := fmt.Sprintf("team%d", rng.IntN(4))
@@ -409,6 +509,14 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 		c.Namespaces.Set(name, ns)
 		return "namespace labels " + name
 	case n < 36: // a ReferenceGrant
+		if rng.IntN(4) == 0 { // the one of the certificate in namespace certs
+			if _, ok := c.ReferenceGrants.Get(certsGrant); ok {
+				c.ReferenceGrants.Delete(certsGrant)
+				return "secret grant deleted"
+			}
+			c.ReferenceGrants.Set(certsGrant, secretGrant())
+			return "secret grant created"
+		}
 		k := resource.Key{Namespace: fmt.Sprintf("team%d", rng.IntN(4)), Name: "grant"}
 		if _, ok := c.ReferenceGrants.Get(k); ok {
 			c.ReferenceGrants.Delete(k)
@@ -426,7 +534,16 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 		}
 		c.GatewayClasses.Set("portico", gc)
 		return "gateway class"
-	default: // the ProxyConfig
+	case n < 40: // a ProxyConfig: the class's, or Gateway gw8's own
+		if rng.IntN(2) == 0 {
+			k := resource.Key{Namespace: "infra", Name: "gw8-proxy"}
+			if _, ok := c.ProxyConfigs.Get(k); ok && rng.IntN(3) == 0 {
+				c.ProxyConfigs.Delete(k)
+				return "gateway proxy config deleted"
+			}
+			c.ProxyConfigs.Set(k, gatewayProxy(int32(rng.IntN(5))))
+			return "gateway proxy config"
+		}
 		k := resource.Key{Namespace: "infra", Name: "proxy"}
 		if _, ok := c.ProxyConfigs.Get(k); ok && rng.IntN(2) == 0 {
 			c.ProxyConfigs.Delete(k)
@@ -435,5 +552,37 @@ func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 		c.ProxyConfigs.Set(k, &v1alpha1.ProxyConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "proxy"},
 			Spec: v1alpha1.ProxyConfigSpec{Replicas: ptr(int32(rng.IntN(5)))}})
 		return "proxy config"
+	default: // a provisioned proxy's Deployment or Service
+		g := rng.IntN(provisioned)
+		k := proxyKey(g)
+		switch rng.IntN(5) {
+		case 0:
+			c.Deployments.Set(k, proxyDeployment(g, fmt.Sprintf("gw%d", g), int32(rng.IntN(2))))
+			return "proxy deployment availability " + k.String()
+		case 1:
+			if _, ok := c.Deployments.Get(k); ok {
+				c.Deployments.Delete(k)
+				return "proxy deployment deleted " + k.String()
+			}
+			c.Deployments.Set(k, proxyDeployment(g, fmt.Sprintf("gw%d", g), 1))
+			return "proxy deployment restored " + k.String()
+		case 2:
+			c.Deployments.Set(k, proxyDeployment(g, "someone-else", 1))
+			return "proxy deployment of another Gateway " + k.String()
+		case 3:
+			addr := ""
+			if rng.IntN(3) != 0 {
+				addr = fmt.Sprintf("192.0.2.%d", 10+rng.IntN(200))
+			}
+			c.Services.Set(k, proxyService(g, addr))
+			return "proxy service address " + k.String()
+		default:
+			if _, ok := c.Services.Get(k); ok {
+				c.Services.Delete(k)
+				return "proxy service deleted " + k.String()
+			}
+			c.Services.Set(k, proxyService(g, fmt.Sprintf("192.0.2.%d", g+1)))
+			return "proxy service restored " + k.String()
+		}
 	}
 }

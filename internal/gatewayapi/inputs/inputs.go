@@ -1,0 +1,178 @@
+// Package inputs is the only way the Gateway API semantics (package
+// gatewayapi) read a snapshot: a Reader returns the objects the semantics
+// ask for and records, as it returns them, that the object being
+// translated (the owner) read them, the way Istio's krt Fetch does. The
+// snapshot sits in an unexported field, so semantic code cannot read an
+// object without the read being recorded: an unrecorded read is
+// impossible by construction, and incremental translation cannot be left
+// stale by a forgotten hand-paired record.
+//
+// Design choices:
+//   - Every accessor records, also when the object does not exist (creating
+//     it is a change) and also when the caller then answers from a cache of
+//     its own: callers call the accessor first, then consult their cache.
+//   - A read made with no owner (the top-level loops over Gateways and
+//     routes, before one of them is being translated) records nothing: the
+//     engine follows those kinds structurally (its index of routes by
+//     parent, ListenerSets by Gateway, Gateways by class).
+//   - Listing a kind (GatewayKeys and the like) records nothing: only a
+//     translation without a scope lists, and the engine chooses the scope
+//     of the others.
+//   - ReferenceGrants(ns) records the namespace: any grant of it may
+//     decide a reference check (recorded as ReferenceGrant {ns, ""}).
+//   - EndpointSlices(svc) records {EndpointSlice, svc}: the engine follows
+//     endpoint changes by Service (its fast endpoint path), so the record
+//     is for completeness, never needed to select an owner.
+//   - Where the records go is the Recorder's business (package gatewayapi's
+//     dependency index); a nil Recorder records nothing (a full
+//     translation).
+//
+// A Reader is one translation's state (the owner, the ReferenceGrant index
+// built on first use): not safe for concurrent use.
+package inputs
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/portico-dev/portico/api/v1alpha1"
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// Recorder receives the reads: owner read ref.
+type Recorder interface {
+	Read(owner, ref resource.Ref)
+}
+
+// Reader reads one snapshot for the semantics, recording every read.
+type Reader struct {
+	snap  *resource.Snapshot
+	rec   Recorder
+	owner resource.Ref
+	// grants are the ReferenceGrants by namespace, sorted by name; built
+	// on first use.
+	grants map[string][]*gwv1beta1.ReferenceGrant
+}
+
+// New returns a Reader of snap (which must not be nil) recording into rec
+// (nil: not recorded).
+func New(snap *resource.Snapshot, rec Recorder) *Reader {
+	return &Reader{snap: snap, rec: rec}
+}
+
+// Own makes owner the object being translated, whose reads are recorded
+// from now on, and returns the previous owner, to restore with Own. The
+// zero Ref is no owner.
+func (r *Reader) Own(owner resource.Ref) resource.Ref {
+	prev := r.owner
+	r.owner = owner
+	return prev
+}
+
+// Owner is the object being translated (the zero Ref: none).
+func (r *Reader) Owner() resource.Ref { return r.owner }
+
+func (r *Reader) record(kind resource.Kind, key resource.Key) {
+	if r.rec != nil && r.owner.Kind != 0 {
+		r.rec.Read(r.owner, resource.Ref{Kind: kind, Key: key})
+	}
+}
+
+// GatewayClass returns the GatewayClass name, or nil.
+func (r *Reader) GatewayClass(name string) *gwv1.GatewayClass {
+	r.record(resource.KindGatewayClass, resource.Key{Name: name})
+	return r.snap.GatewayClasses.Value(name)
+}
+
+// Gateway returns the Gateway k, or nil.
+func (r *Reader) Gateway(k resource.Key) *gwv1.Gateway {
+	r.record(resource.KindGateway, k)
+	return r.snap.Gateways.Value(k)
+}
+
+// ListenerSet returns the ListenerSet k, or nil.
+func (r *Reader) ListenerSet(k resource.Key) *gwv1.ListenerSet {
+	r.record(resource.KindListenerSet, k)
+	return r.snap.ListenerSets.Value(k)
+}
+
+// HTTPRoute returns the HTTPRoute k, or nil.
+func (r *Reader) HTTPRoute(k resource.Key) *gwv1.HTTPRoute {
+	r.record(resource.KindHTTPRoute, k)
+	return r.snap.HTTPRoutes.Value(k)
+}
+
+// GRPCRoute returns the GRPCRoute k, or nil.
+func (r *Reader) GRPCRoute(k resource.Key) *gwv1.GRPCRoute {
+	r.record(resource.KindGRPCRoute, k)
+	return r.snap.GRPCRoutes.Value(k)
+}
+
+// Service returns the Service k, or nil.
+func (r *Reader) Service(k resource.Key) *corev1.Service {
+	r.record(resource.KindService, k)
+	return r.snap.Services.Value(k)
+}
+
+// Secret returns the Secret k, or nil.
+func (r *Reader) Secret(k resource.Key) *corev1.Secret {
+	r.record(resource.KindSecret, k)
+	return r.snap.Secrets.Value(k)
+}
+
+// ProxyConfig returns the ProxyConfig k, or nil.
+func (r *Reader) ProxyConfig(k resource.Key) *v1alpha1.ProxyConfig {
+	r.record(resource.KindProxyConfig, k)
+	return r.snap.ProxyConfigs.Value(k)
+}
+
+// Deployment returns the (provisioned) Deployment k, or nil.
+func (r *Reader) Deployment(k resource.Key) *appsv1.Deployment {
+	r.record(resource.KindDeployment, k)
+	return r.snap.Deployments.Value(k)
+}
+
+// Namespace returns the Namespace name, or nil.
+func (r *Reader) Namespace(name string) *corev1.Namespace {
+	r.record(resource.KindNamespace, resource.Key{Name: name})
+	return r.snap.Namespaces.Value(name)
+}
+
+// ReferenceGrants returns the ReferenceGrants of namespace ns, sorted by
+// name; the slice must not be modified.
+func (r *Reader) ReferenceGrants(ns string) []*gwv1beta1.ReferenceGrant {
+	r.record(resource.KindReferenceGrant, resource.Key{Namespace: ns})
+	if r.grants == nil {
+		r.grants = map[string][]*gwv1beta1.ReferenceGrant{}
+		for _, k := range resource.SortedKeys(r.snap.ReferenceGrants) {
+			if g := r.snap.ReferenceGrants.Value(k); g != nil {
+				r.grants[g.Namespace] = append(r.grants[g.Namespace], g)
+			}
+		}
+	}
+	return r.grants[ns]
+}
+
+// EndpointSlices returns the EndpointSlices of the Service svc, sorted by
+// name; the slice must not be modified.
+func (r *Reader) EndpointSlices(svc resource.Key) []*discoveryv1.EndpointSlice {
+	r.record(resource.KindEndpointSlice, svc)
+	return r.snap.EndpointSlicesFor(svc)
+}
+
+// GatewayClassNames lists the GatewayClasses, sorted.
+func (r *Reader) GatewayClassNames() []string { return resource.SortedNames(r.snap.GatewayClasses) }
+
+// GatewayKeys lists the Gateways, sorted.
+func (r *Reader) GatewayKeys() []resource.Key { return resource.SortedKeys(r.snap.Gateways) }
+
+// ListenerSetKeys lists the ListenerSets, sorted.
+func (r *Reader) ListenerSetKeys() []resource.Key { return resource.SortedKeys(r.snap.ListenerSets) }
+
+// RouteKeys lists the HTTPRoutes and the GRPCRoutes, each sorted.
+func (r *Reader) RouteKeys() (http, grpc []resource.Key) {
+	return resource.SortedKeys(r.snap.HTTPRoutes), resource.SortedKeys(r.snap.GRPCRoutes)
+}
