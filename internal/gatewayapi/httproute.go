@@ -18,8 +18,6 @@ type compiledRoute struct {
 	ir       ir.Route
 	key      precedence
 	clusters []*clusterDef // backends and mirrors
-	// placed is the placement (placeRoutes call) that last placed it.
-	placed uint64
 	// withPort is route with the redirect port of portOf (see
 	// withListenerPort), made once.
 	withPort *ir.Route

@@ -3,7 +3,6 @@ package gatewayapi
 import (
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/portico-dev/portico/internal/ir"
 )
@@ -301,26 +300,34 @@ func coveringHostnames(host string) []string {
 	return append(out, "")
 }
 
-// placements numbers the calls of placeRoutes, so that a compiled route
-// can tell whether the current call placed it already. Compiled routes are
-// reused across translations, hence a global counter.
-var placements atomic.Uint64
-
 // placeRoutes returns the routes serving host among the attachments of one
-// listener, indexed by effective hostname, in order.
+// listener, indexed by effective hostname, in order. A route met under
+// several covering hostnames is placed once, at the first (most specific);
+// the set of routes already placed is local to the call, so the compiled
+// routes, which translations share through the memo, are only read.
 func placeRoutes(host string, byHost map[string][]*attachment) []placedRoute {
-	mark := placements.Add(1)
 	var out []placedRoute
+	var placed map[*compiledRoute]struct{}
 	// Covering hostnames come most specific first: the first time a route
 	// is met gives the rank of its most specific matching hostname.
+	lists := 0
 	coveringLists(host, byHost, func(h string, atts []*attachment, rank hostRank) {
+		lists++
 		for _, a := range atts {
 			origin := originRank(a, h)
 			for _, cr := range a.route.rules.routes {
-				if cr.placed == mark {
-					continue
+				if lists > 1 || len(atts) > 1 {
+					if placed == nil {
+						placed = make(map[*compiledRoute]struct{}, len(out)+len(a.route.rules.routes))
+						for _, p := range out {
+							placed[p.cr] = struct{}{}
+						}
+					}
+					if _, ok := placed[cr]; ok {
+						continue
+					}
+					placed[cr] = struct{}{}
 				}
-				cr.placed = mark
 				out = append(out, placedRoute{cr: cr, rank: rank, origin: origin, grpc: a.route.kind == KindGRPCRoute})
 			}
 		}
