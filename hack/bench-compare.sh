@@ -7,6 +7,7 @@
 # Prints a table of the medians and the change. HEAD defaults to HEAD.
 #
 #   hack/bench-compare.sh eb4e16b          # ROUNDS=5 BENCHTIME=5x by default
+#   PATTERN='^BenchmarkEndpointChange$' BENCHTIME=300x hack/bench-compare.sh eb4e16b
 set -euo pipefail
 export GOTOOLCHAIN=go1.27.3
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,7 +15,7 @@ BASE=${1:?usage: hack/bench-compare.sh BASE [HEAD]}
 HEAD=${2:-HEAD}
 ROUNDS=${ROUNDS:-5}
 BENCHTIME=${BENCHTIME:-5x}
-PATTERN='^(BenchmarkFullTranslation|BenchmarkIncrementalRouteChange|BenchmarkEndpointChange)$/routes=(1000|10000)$'
+PATTERN=${PATTERN:-'^(BenchmarkFullTranslation|BenchmarkIncrementalRouteChange|BenchmarkEndpointChange)$/routes=(1000|10000)$'}
 
 WORK=$(mktemp -d /tmp/portico-bench-compare.XXXXXX)
 cleanup() {
