@@ -23,8 +23,19 @@ import (
 
 // createGateway creates the world's GatewayClass, a ProxyConfig (one
 // replica, ClusterIP address: kwok has no load balancer) and a Gateway
-// with an HTTP listener.
+// with an HTTP listener and an infrastructure label.
 func createGateway(t *testing.T, w world, name string) *gwv1.Gateway {
+	t.Helper()
+	return createGatewayWith(t, w, name, v1alpha1.ProxyConfigSpec{
+		Replicas: ptr.To[int32](1),
+		Service:  v1alpha1.ProxyService{Type: corev1.ServiceTypeClusterIP, AddressFromClusterIP: true},
+	}, &gwv1.GatewayInfrastructure{Labels: map[gwv1.LabelKey]gwv1.LabelValue{"team": "edge"}})
+}
+
+// createGatewayWith creates the world's GatewayClass (if absent), its
+// ProxyConfig "proxies" with spec (if absent) and a Gateway with an HTTP
+// listener and infrastructure inf.
+func createGatewayWith(t *testing.T, w world, name string, spec v1alpha1.ProxyConfigSpec, inf *gwv1.GatewayInfrastructure) *gwv1.Gateway {
 	t.Helper()
 	ctx := ctxT(t)
 	c := kubeClient()
@@ -43,10 +54,7 @@ func createGateway(t *testing.T, w world, name string) *gwv1.Gateway {
 	t.Cleanup(func() { _ = c.Delete(ctx, gc) })
 	pc := &v1alpha1.ProxyConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "proxies"},
-		Spec: v1alpha1.ProxyConfigSpec{
-			Replicas: ptr.To[int32](1),
-			Service:  v1alpha1.ProxyService{Type: corev1.ServiceTypeClusterIP, AddressFromClusterIP: true},
-		},
+		Spec:       spec,
 	}
 	if err := c.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -56,9 +64,7 @@ func createGateway(t *testing.T, w world, name string) *gwv1.Gateway {
 		Spec: gwv1.GatewaySpec{
 			GatewayClassName: gwv1.ObjectName(w.class),
 			Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
-			Infrastructure: &gwv1.GatewayInfrastructure{
-				Labels: map[gwv1.LabelKey]gwv1.LabelValue{"team": "edge"},
-			},
+			Infrastructure:   inf,
 		},
 	}
 	if err := c.Create(ctx, gw); err != nil {

@@ -25,47 +25,16 @@ import (
 	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
-// createAutoscaledGateway creates the world's GatewayClass, its ProxyConfig
-// "proxies" with autoscaling (minReplicas 2, maxReplicas 4; ClusterIP
-// address: kwok has no load balancer) and a Gateway with an HTTP listener.
+// createAutoscaledGateway is createGatewayWith a ProxyConfig "proxies" that
+// autoscales (minReplicas 2, maxReplicas 4; ClusterIP address: kwok has no
+// load balancer), returned as created (with its UID).
 func createAutoscaledGateway(t *testing.T, w world, name string) *gwv1.Gateway {
 	t.Helper()
-	ctx := ctxT(t)
-	c := kubeClient()
-	gc := &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: w.class},
-		Spec: gwv1.GatewayClassSpec{
-			ControllerName: gwv1.GatewayController(w.controller),
-			ParametersRef: &gwv1.ParametersReference{
-				Group: "portico.dev", Kind: v1alpha1.Kind, Name: "proxies", Namespace: ptr.To(gwv1.Namespace(w.ns)),
-			},
-		},
-	}
-	if err := c.Create(ctx, gc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kubeClient().Delete(ctxT(t), gc) })
-	pc := &v1alpha1.ProxyConfig{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "proxies"},
-		Spec: v1alpha1.ProxyConfigSpec{
-			Autoscaling: &v1alpha1.ProxyAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 4},
-			Service:     v1alpha1.ProxyService{Type: corev1.ServiceTypeClusterIP, AddressFromClusterIP: true},
-		},
-	}
-	if err := c.Create(ctx, pc); err != nil {
-		t.Fatal(err)
-	}
-	gw := &gwv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
-		Spec: gwv1.GatewaySpec{
-			GatewayClassName: gwv1.ObjectName(w.class),
-			Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
-		},
-	}
-	if err := c.Create(ctx, gw); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(gw), gw); err != nil {
+	gw := createGatewayWith(t, w, name, v1alpha1.ProxyConfigSpec{
+		Autoscaling: &v1alpha1.ProxyAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 4},
+		Service:     v1alpha1.ProxyService{Type: corev1.ServiceTypeClusterIP, AddressFromClusterIP: true},
+	}, nil)
+	if err := kubeClient().Get(ctxT(t), client.ObjectKeyFromObject(gw), gw); err != nil {
 		t.Fatal(err)
 	}
 	return gw
