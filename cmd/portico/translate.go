@@ -8,9 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/render"
@@ -196,7 +194,6 @@ func translateCmd(args []string, stdout, stderr io.Writer) int {
 	maxRoute, maxGateway := budgets.values()
 	res := gatewayapi.Translate(snap, gatewayapi.Options{
 		ControllerName:      *controller,
-		Now:                 metav1.NewTime(time.Now().UTC().Truncate(time.Second)),
 		MaxRouteExpansion:   maxRoute,
 		MaxGatewayExpansion: maxGateway,
 	})

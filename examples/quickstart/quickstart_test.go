@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"testing"
-	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -46,7 +45,6 @@ func TestQuickstartTranslatesCleanly(t *testing.T) {
 	}
 	res := gatewayapi.Translate(snap, gatewayapi.Options{
 		ControllerName: gatewayapi.DefaultControllerName,
-		Now:            metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 	})
 
 	kinds := map[string]int{}

@@ -24,7 +24,7 @@ func TestRouteExpansionBudget(t *testing.T) {
 	small := httpRoute("apps", "small", parents, []string{"d.example"}, rule)
 	objs := []any{gw, big, small, service("apps", "web", 80)}
 
-	res := Translate(snapshot(objs...), Options{ControllerName: testController, Now: testNow, MaxRouteExpansion: 10})
+	res := Translate(snapshot(objs...), Options{ControllerName: testController, MaxRouteExpansion: 10})
 	p := routeParent(t, res, KindHTTPRoute, "apps", "big", 0)
 	c := cond(t, p.Conditions, "Accepted")
 	if c.Status != "False" || c.Reason != string(gwv1.RouteReasonUnsupportedValue) || !strings.Contains(c.Message, "expands into 12 Envoy routes") || !strings.Contains(c.Message, "the 10 one route may") {
@@ -48,7 +48,7 @@ func TestRouteExpansionBudget(t *testing.T) {
 	}
 
 	// No limit: both are served.
-	res = Translate(snapshot(objs...), Options{ControllerName: testController, Now: testNow, MaxRouteExpansion: -1})
+	res = Translate(snapshot(objs...), Options{ControllerName: testController, MaxRouteExpansion: -1})
 	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "big", 0).Conditions, "Accepted", "True", "Accepted")
 }
 
@@ -94,7 +94,7 @@ func BenchmarkRouteExpansionBudget(b *testing.B) {
 	b.ResetTimer()
 	var heap uint64
 	for b.Loop() {
-		res := Translate(snap, Options{ControllerName: testController, Now: testNow})
+		res := Translate(snap, Options{ControllerName: testController})
 		served := 0
 		for _, gw := range res.Gateways {
 			x, err := xdstranslate.Translate(gw)
@@ -136,7 +136,7 @@ func TestGatewayExpansionBudget(t *testing.T) {
 	}
 	objs := []any{gw, service("apps", "web", 80),
 		route("newest", 3, 4), route("oldest", 1, 6), route("middle", 2, 6)}
-	res := Translate(snapshot(objs...), Options{ControllerName: testController, Now: testNow, MaxGatewayExpansion: 10})
+	res := Translate(snapshot(objs...), Options{ControllerName: testController, MaxGatewayExpansion: 10})
 	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "oldest", 0).Conditions, "Accepted", "True", "Accepted")
 	c := cond(t, routeParent(t, res, KindHTTPRoute, "apps", "middle", 0).Conditions, "Accepted")
 	if c.Status != "False" || c.Reason != string(gwv1.RouteReasonUnsupportedValue) ||

@@ -121,7 +121,7 @@ func fuzzedRoute(hname, hvalue, path, regex, hostname, rewrite string, filters, 
 // virtual host and route name. The xDS stage must leave nothing out.
 func chainXDS(t *testing.T, objs []any) map[string][]byte {
 	t.Helper()
-	res := Translate(snapshot(objs...), Options{ControllerName: testController, Now: testNow})
+	res := Translate(snapshot(objs...), Options{ControllerName: testController})
 	out := map[string][]byte{}
 	for _, gw := range res.Gateways {
 		x, err := xdstranslate.Translate(gw)

@@ -8,30 +8,6 @@ import (
 // metav1.Condition.
 const maxConditionMessage = 32768
 
-// KeepTransitionTimes stamps the LastTransitionTime of every condition of
-// next and returns next. A condition keeps the LastTransitionTime of the
-// condition of the same Type in prev when that one has the same Status;
-// otherwise (the condition is new, or its status changed) it gets now.
-// prev is the status currently on the object (nil when it has none); it is
-// not modified. This is the same rule as apimachinery's
-// meta.SetStatusCondition, applied to a whole computed condition list, so
-// that status writers can compare desired and current status and skip
-// no-op updates.
-func KeepTransitionTimes(prev, next []metav1.Condition, now metav1.Time) []metav1.Condition {
-	for i := range next {
-		next[i].LastTransitionTime = now
-		for j := range prev {
-			if prev[j].Type == next[i].Type {
-				if prev[j].Status == next[i].Status && !prev[j].LastTransitionTime.IsZero() {
-					next[i].LastTransitionTime = prev[j].LastTransitionTime
-				}
-				break
-			}
-		}
-	}
-	return next
-}
-
 // conditions accumulates the conditions of one status object, all with the
 // same observedGeneration.
 type conditions struct {
@@ -60,10 +36,10 @@ func (c *conditions) set(typ string, ok bool, reason, message string) {
 	c.list = append(c.list, cond)
 }
 
-// done stamps transition times against prev and returns the list.
-func (c *conditions) done(prev []metav1.Condition, now metav1.Time) []metav1.Condition {
-	return KeepTransitionTimes(prev, c.list, now)
-}
+// done returns the list. Conditions carry no lastTransitionTime: the
+// translator never reads the status it replaces; the status writer stamps
+// times against the live object (package status).
+func (c *conditions) done() []metav1.Condition { return c.list }
 
 // problem is why a condition is False: a reason constant and a message.
 type problem struct {

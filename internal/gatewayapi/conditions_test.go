@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -8,90 +9,79 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-func TestKeepTransitionTimes(t *testing.T) {
+// TestTranslationIgnoresStatus checks that the translator never reads the
+// status it replaces: objects carrying any status translate exactly as
+// without one, and no condition has a lastTransitionTime (the status writer
+// stamps times against the live object).
+func TestTranslationIgnoresStatus(t *testing.T) {
 	old := at(100)
-	prev := []metav1.Condition{
-		{Type: "Accepted", Status: metav1.ConditionTrue, LastTransitionTime: old},
-		{Type: "Programmed", Status: metav1.ConditionTrue, LastTransitionTime: old},
-		{Type: "ResolvedRefs", Status: metav1.ConditionTrue},
-		{Type: "example.com/Other", Status: metav1.ConditionTrue, LastTransitionTime: old},
+	objects := func(withStatus bool) []any {
+		gw := gateway("infra", "gw", httpL("http", 80, ""))
+		r := httpRoute("infra", "r", []gwv1.ParentReference{parent("gw"), {Name: "gw", SectionName: ptr(gwv1.SectionName("http"))}}, nil, simpleRule())
+		gone := httpRoute("infra", "gone", []gwv1.ParentReference{parent("elsewhere")}, nil, simpleRule())
+		gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1}, Spec: gwv1.GatewayClassSpec{ControllerName: testController}}
+		if withStatus {
+			conds := []metav1.Condition{
+				{Type: string(gwv1.GatewayConditionAccepted), Status: metav1.ConditionFalse, Reason: "Old", LastTransitionTime: old},
+				{Type: "example.com/Other", Status: metav1.ConditionTrue, LastTransitionTime: old},
+			}
+			gc.Status.Conditions = conds
+			gw.Status.Conditions = conds
+			gw.Status.Listeners = []gwv1.ListenerStatus{{Name: "http", AttachedRoutes: 7, Conditions: conds}}
+			parents := []gwv1.RouteParentStatus{{ParentRef: parent("gw"), ControllerName: testController, Conditions: conds}}
+			r.Status.Parents = parents
+			gone.Status.Parents = parents
+		}
+		return []any{gc, gw, r, gone, service("infra", "web", 80)}
 	}
-	next := []metav1.Condition{
-		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Changed"}, // same status: keeps time
-		{Type: "Programmed", Status: metav1.ConditionFalse},                 // flipped
-		{Type: "ResolvedRefs", Status: metav1.ConditionTrue},                // previous had no time
-		{Type: "Conflicted", Status: metav1.ConditionFalse},                 // new
+	with, without := translate(objects(true)...), translate(objects(false)...)
+	if a, b := statusList(with), statusList(without); !reflect.DeepEqual(a, b) {
+		t.Fatalf("statuses depend on the objects' status:\n%+v\n%+v", a, b)
 	}
-	got := KeepTransitionTimes(prev, next, testNow)
-	want := []metav1.Time{old, testNow, testNow, testNow}
-	for i := range got {
-		if !got[i].LastTransitionTime.Equal(&want[i]) {
-			t.Errorf("%s: lastTransitionTime %v, want %v", got[i].Type, got[i].LastTransitionTime, want[i])
+	for _, s := range statusList(without) {
+		for _, c := range statusConditions(&s) {
+			if !c.LastTransitionTime.IsZero() {
+				t.Errorf("%s %s/%s %s has lastTransitionTime %v", s.Kind, s.Namespace, s.Name, c.Type, c.LastTransitionTime)
+			}
 		}
 	}
-	if !prev[1].LastTransitionTime.Equal(&old) {
-		t.Error("prev was modified")
+	// A route naming no parent of ours gets no status, whatever its
+	// status holds: removing our stale entries is the writer's.
+	if s := without.StatusSet.Get(KindHTTPRoute, "infra", "gone"); s != nil {
+		t.Errorf("route without parents of ours has a status: %+v", s)
 	}
-	if KeepTransitionTimes(nil, nil, testNow) != nil {
-		t.Error("nil in, non-nil out")
+	// The status objects are new values: the input is not aliased.
+	objs := objects(false)
+	res := translate(objs...)
+	p0 := routeParent(t, res, KindHTTPRoute, "infra", "r", 0)
+	p0.ParentRef.Name = "changed"
+	if r := objs[2].(*gwv1.HTTPRoute); r.Spec.ParentRefs[0].Name != "gw" {
+		t.Error("route status aliases the spec")
 	}
 }
 
-// TestLastTransitionTimeFromObjects checks that Translate takes previous
-// times from the objects' current status: whole-object conditions, listener
-// conditions by listener name, and route conditions from our controller's
-// entry for the same parentRef only.
-func TestLastTransitionTimeFromObjects(t *testing.T) {
-	old := at(100)
-	gw := gateway("infra", "gw", httpL("http", 80, ""))
-	gw.Status.Conditions = []metav1.Condition{
-		{Type: string(gwv1.GatewayConditionAccepted), Status: metav1.ConditionTrue, LastTransitionTime: old},
-		{Type: string(gwv1.GatewayConditionProgrammed), Status: metav1.ConditionFalse, LastTransitionTime: old},
-	}
-	gw.Status.Listeners = []gwv1.ListenerStatus{{Name: "http", Conditions: []metav1.Condition{
-		{Type: string(gwv1.ListenerConditionAccepted), Status: metav1.ConditionTrue, LastTransitionTime: old},
-	}}}
-	r := httpRoute("infra", "r", []gwv1.ParentReference{parent("gw"), {Name: "gw", SectionName: ptr(gwv1.SectionName("http"))}}, nil, simpleRule())
-	r.Status.Parents = []gwv1.RouteParentStatus{
-		// Another controller's entry for the same parent is ignored.
-		{ParentRef: parent("gw"), ControllerName: "example.com/other", Conditions: []metav1.Condition{
-			{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue, LastTransitionTime: at(5)}}},
-		// Ours, with the defaults spelled out: still the same parentRef.
-		{ParentRef: gwv1.ParentReference{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: ptr(gwv1.Kind("Gateway")), Namespace: ptr(gwv1.Namespace("infra")), Name: "gw"},
-			ControllerName: testController, Conditions: []metav1.Condition{
-				{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionTrue, LastTransitionTime: old},
-				{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionFalse, LastTransitionTime: old},
-			}},
-	}
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1}, Spec: gwv1.GatewayClassSpec{ControllerName: testController}}
-	gc.Status.Conditions = []metav1.Condition{{Type: string(gwv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue, LastTransitionTime: old}}
-	res := translate(gc, gw, r, service("infra", "web", 80))
-
-	check := func(what string, c metav1.Condition, want metav1.Time) {
-		t.Helper()
-		if !c.LastTransitionTime.Equal(&want) {
-			t.Errorf("%s %s: lastTransitionTime %v, want %v", what, c.Type, c.LastTransitionTime, want)
+// statusConditions lists every condition of a status.
+func statusConditions(s *Status) []metav1.Condition {
+	var out []metav1.Condition
+	switch {
+	case s.GatewayClass != nil:
+		out = append(out, s.GatewayClass.Conditions...)
+	case s.Gateway != nil:
+		out = append(out, s.Gateway.Conditions...)
+		for _, l := range s.Gateway.Listeners {
+			out = append(out, l.Conditions...)
+		}
+	case s.ListenerSet != nil:
+		out = append(out, s.ListenerSet.Conditions...)
+		for _, l := range s.ListenerSet.Listeners {
+			out = append(out, l.Conditions...)
+		}
+	case s.Route != nil:
+		for _, p := range s.Route.Parents {
+			out = append(out, p.Conditions...)
 		}
 	}
-	gcs := status(t, res, KindGatewayClass, "", "portico").GatewayClass
-	check("class", cond(t, gcs.Conditions, string(gwv1.GatewayClassConditionStatusAccepted)), old)
-	gst := status(t, res, KindGateway, "infra", "gw").Gateway
-	check("gateway", cond(t, gst.Conditions, string(gwv1.GatewayConditionAccepted)), old)
-	check("gateway", cond(t, gst.Conditions, string(gwv1.GatewayConditionProgrammed)), testNow)
-	ls := listenerStatus(t, res, "infra", "gw", "http")
-	check("listener", cond(t, ls.Conditions, string(gwv1.ListenerConditionAccepted)), old)
-	check("listener", cond(t, ls.Conditions, string(gwv1.ListenerConditionProgrammed)), testNow)
-	p0 := routeParent(t, res, KindHTTPRoute, "infra", "r", 0)
-	check("route parent 0", cond(t, p0.Conditions, string(gwv1.RouteConditionAccepted)), old)
-	check("route parent 0", cond(t, p0.Conditions, string(gwv1.RouteConditionResolvedRefs)), testNow)
-	p1 := routeParent(t, res, KindHTTPRoute, "infra", "r", 1)
-	check("route parent 1", cond(t, p1.Conditions, string(gwv1.RouteConditionAccepted)), testNow)
-
-	// The status objects are new values: the input is not aliased.
-	p0.ParentRef.Name = "changed"
-	if r.Spec.ParentRefs[0].Name != "gw" {
-		t.Error("route status aliases the spec")
-	}
+	return out
 }
 
 func TestConditionMessageTruncated(t *testing.T) {

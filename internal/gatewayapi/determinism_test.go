@@ -83,7 +83,7 @@ func TestDeterminism(t *testing.T) {
 func TestTranslateDoesNotModifyInput(t *testing.T) {
 	snap := gen.Snapshot(50)
 	before := deepCopySnapshot(snap)
-	Translate(snap, Options{ControllerName: gen.ControllerName, Now: testNow})
+	Translate(snap, Options{ControllerName: gen.ControllerName})
 	if !reflect.DeepEqual(maps.Collect(before.HTTPRoutes.All()), maps.Collect(snap.HTTPRoutes.All())) ||
 		!reflect.DeepEqual(maps.Collect(before.Gateways.All()), maps.Collect(snap.Gateways.All())) {
 		t.Error("Translate modified its input")

@@ -110,14 +110,14 @@ func (x *Incremental) routesOnly(snap *resource.Snapshot, opts Options, a *affec
 			if hr == nil {
 				continue
 			}
-			rs = newRouteState(KindHTTPRoute, &hr.ObjectMeta, hr.Spec.CommonRouteSpec, hr.Status.Parents)
+			rs = newRouteState(KindHTTPRoute, &hr.ObjectMeta, hr.Spec.CommonRouteSpec)
 			t.compile(rs, r, hr.Spec.Hostnames, func() { t.compileHTTPRoute(rs, hr.Spec.Rules) })
 		case resource.KindGRPCRoute:
 			gr := snap.GRPCRoutes.Value(r.Key)
 			if gr == nil {
 				continue
 			}
-			rs = newRouteState(KindGRPCRoute, &gr.ObjectMeta, gr.Spec.CommonRouteSpec, gr.Status.Parents)
+			rs = newRouteState(KindGRPCRoute, &gr.ObjectMeta, gr.Spec.CommonRouteSpec)
 			t.compile(rs, r, gr.Spec.Hostnames, func() { t.compileGRPCRoute(rs, gr.Spec.Rules) })
 		}
 		t.attach(rs)

@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
@@ -47,7 +46,7 @@ func (t *translator) processClasses() {
 		t.statuses = append(t.statuses, Status{
 			Kind: KindGatewayClass, Name: gc.Name, Generation: gc.Generation,
 			GatewayClass: &gwv1.GatewayClassStatus{
-				Conditions:        c.done(gc.Status.Conditions, t.now()),
+				Conditions:        c.done(),
 				SupportedFeatures: SupportedFeatures(),
 			},
 		})
@@ -267,14 +266,13 @@ func (t *translator) gatewayStatuses() {
 				c.set(string(gwv1.GatewayConditionProgrammed), false, p.reason, p.message)
 			}
 		}
-		st := &gwv1.GatewayStatus{Conditions: c.done(gw.Status.Conditions, t.now()), Addresses: addresses}
+		st := &gwv1.GatewayStatus{Conditions: c.done(), Addresses: addresses}
 		for _, l := range g.own {
-			prev := prevListenerConditions(gw.Status.Listeners, l.name)
 			st.Listeners = append(st.Listeners, gwv1.ListenerStatus{
 				Name:           gwv1.SectionName(l.name),
 				SupportedKinds: l.kinds,
 				AttachedRoutes: l.routes,
-				Conditions:     listenerConditions(l, gw.Generation).done(prev, t.now()),
+				Conditions:     listenerConditions(l, gw.Generation).done(),
 			})
 		}
 		var attached int32
@@ -324,35 +322,16 @@ func (t *translator) listenerSetStatus(s *listenerSetState) Status {
 			c.set(string(gwv1.ListenerSetConditionProgrammed), true, string(gwv1.ListenerSetReasonProgrammed), "configuration was generated for the accepted listeners")
 		}
 	}
-	st.Conditions = c.done(ls.Status.Conditions, t.now())
+	st.Conditions = c.done()
 	if s.allowed {
 		for _, l := range s.listeners {
-			prev := prevEntryConditions(ls.Status.Listeners, l.name)
 			st.Listeners = append(st.Listeners, gwv1.ListenerEntryStatus{
 				Name:           gwv1.SectionName(l.name),
 				SupportedKinds: l.kinds,
 				AttachedRoutes: l.routes,
-				Conditions:     listenerConditions(l, ls.Generation).done(prev, t.now()),
+				Conditions:     listenerConditions(l, ls.Generation).done(),
 			})
 		}
 	}
 	return Status{Kind: KindListenerSet, Namespace: ls.Namespace, Name: ls.Name, Generation: ls.Generation, ListenerSet: st}
-}
-
-func prevListenerConditions(prev []gwv1.ListenerStatus, name string) []metav1.Condition {
-	for i := range prev {
-		if string(prev[i].Name) == name {
-			return prev[i].Conditions
-		}
-	}
-	return nil
-}
-
-func prevEntryConditions(prev []gwv1.ListenerEntryStatus, name string) []metav1.Condition {
-	for i := range prev {
-		if string(prev[i].Name) == name {
-			return prev[i].Conditions
-		}
-	}
-	return nil
 }

@@ -22,7 +22,6 @@ const testController = "portico.dev/gateway-controller"
 
 var (
 	t0      = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	testNow = metav1.NewTime(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -71,7 +70,7 @@ func add(s *resource.Snapshot, o any) {
 }
 
 func translate(objs ...any) *Result {
-	return Translate(snapshot(objs...), Options{ControllerName: testController, Now: testNow})
+	return Translate(snapshot(objs...), Options{ControllerName: testController})
 }
 
 func meta(ns, name string) metav1.ObjectMeta {

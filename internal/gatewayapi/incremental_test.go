@@ -15,7 +15,7 @@ import (
 	"github.com/portico-dev/portico/internal/resource"
 )
 
-var incOpts = Options{ControllerName: gen.ControllerName, Now: testNow}
+var incOpts = Options{ControllerName: gen.ControllerName}
 
 // incrementalSteps applies random single-object changes to a generated
 // world and checks after each that the incremental translation with opts

@@ -324,7 +324,7 @@ func TestListenerOnProxyPort(t *testing.T) {
 	gw := gateway("infra", "gw", httpL("ok", 8080, ""),
 		httpL("admin", 19001, "a.example.com"), httpL("ready", 19002, "b.example.com"),
 		httpL("agent", 19003, "c.example.com"), httpL("metrics", 19090, "d.example.com"))
-	res := Translate(snapshot(gw), Options{ControllerName: testController, Now: testNow, Infrastructure: true})
+	res := Translate(snapshot(gw), Options{ControllerName: testController, Infrastructure: true})
 	for _, name := range []string{"admin", "ready", "agent", "metrics"} {
 		ls := listenerStatus(t, res, "infra", "gw", name)
 		wantCond(t, ls.Conditions, string(gwv1.ListenerConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerReasonPortUnavailable))

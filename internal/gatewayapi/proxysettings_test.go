@@ -278,7 +278,7 @@ func TestProxySettingsOfGateways(t *testing.T) {
 			problem: "ProxyConfig spec.accessLog.text: unknown command operator %BYTES% at offset 0"},
 		{name: "valid", class: v1alpha1.ProxyConfigSpec{AccessLog: &v1alpha1.ProxyAccessLog{Format: v1alpha1.AccessLogText, Text: "%BYTES_SENT%"}}},
 	} {
-		out := Translate(boundsSnapshot(&tc.class, v1alpha1.ProxyConfigSpec{}), Options{ControllerName: DefaultControllerName, Now: testNow})
+		out := Translate(boundsSnapshot(&tc.class, v1alpha1.ProxyConfigSpec{}), Options{ControllerName: DefaultControllerName})
 		var st *gwv1.GatewayStatus
 		for _, s := range out.Statuses {
 			if s.Gateway != nil && s.Name == "edge" {

@@ -1,7 +1,6 @@
 package gatewayapi
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/ir"
@@ -24,10 +23,6 @@ const (
 type Options struct {
 	// ControllerName selects the GatewayClasses that are ours.
 	ControllerName string
-	// Now is the lastTransitionTime given to a condition whose status
-	// changed from the one already on the object (or that is new). A
-	// condition whose status did not change keeps the object's time.
-	Now metav1.Time
 	// Infrastructure is set when Portico provisions the proxies (controller
 	// mode): a Gateway is then Programmed only once its Envoy Deployment
 	// has an available replica and its Service an address, both read from

@@ -4,19 +4,16 @@ import (
 	"fmt"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/portico-dev/portico/internal/refs"
 )
 
-// routeStatuses emits the status of every route with a parentRef of ours.
-// A route that has none but whose current status still holds entries of our
-// controller gets a status with no parents, so that the status writer
-// removes the stale entries. Other routes get no status.
+// routeStatuses emits the status of every route with a parentRef of ours;
+// other routes get none. The translator never reads a route's status: the
+// entries of ours left on a route that no longer names our parents are the
+// status writer's to remove (it knows the live object).
 func (t *translator) routeStatuses() {
 	for _, rs := range t.routes {
-		if len(rs.parents) == 0 && !t.hadOurParents(rs) {
+		if len(rs.parents) == 0 {
 			continue
 		}
 		st := &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{}}
@@ -40,7 +37,7 @@ func (t *translator) routeStatuses() {
 			st.Parents = append(st.Parents, gwv1.RouteParentStatus{
 				ParentRef:      *ps.ref.DeepCopy(),
 				ControllerName: gwv1.GatewayController(t.opts.ControllerName),
-				Conditions:     c.done(t.prevParentConditions(rs, ps.ref), t.now()),
+				Conditions:     c.done(),
 			})
 		}
 		t.statuses = append(t.statuses, Status{
@@ -78,30 +75,4 @@ func joinUnique(msgs []string) string {
 		}
 	}
 	return strings.Join(out, "; ")
-}
-
-func (t *translator) hadOurParents(rs *routeState) bool {
-	for _, p := range rs.prev {
-		if string(p.ControllerName) == t.opts.ControllerName {
-			return true
-		}
-	}
-	return false
-}
-
-// prevParentConditions finds the conditions of our entry for ref in the
-// route's current status.
-func (t *translator) prevParentConditions(rs *routeState, ref gwv1.ParentReference) []metav1.Condition {
-	for _, p := range rs.prev {
-		if string(p.ControllerName) == t.opts.ControllerName && sameParentRef(p.ParentRef, ref, rs.ns()) {
-			return p.Conditions
-		}
-	}
-	return nil
-}
-
-// sameParentRef compares two parentRefs of a route in namespace ns, with
-// the API defaults applied (package refs).
-func sameParentRef(a, b gwv1.ParentReference, ns string) bool {
-	return refs.SameParent(ns, a, b)
 }

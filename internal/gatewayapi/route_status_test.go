@@ -37,7 +37,7 @@ func TestCoreGroupKindInMessages(t *testing.T) {
 		Spec: gwv1.GatewayClassSpec{ControllerName: testController,
 			ParametersRef: &gwv1.ParametersReference{Group: "", Kind: "ConfigMap", Name: "cfg", Namespace: ptr(gwv1.Namespace("infra"))}},
 	})
-	res := Translate(s.Build(), Options{ControllerName: testController, Now: testNow})
+	res := Translate(s.Build(), Options{ControllerName: testController})
 	c := cond(t, status(t, res, KindGatewayClass, "", "portico").GatewayClass.Conditions, string(gwv1.GatewayClassConditionStatusAccepted))
 	if !strings.Contains(c.Message, `parametersRef ConfigMap "cfg"`) {
 		t.Errorf("message = %q", c.Message)
@@ -85,7 +85,7 @@ func TestNilEndpointSlice(t *testing.T) {
 	add(s, slice("infra", "web", "web-1", 8080, "10.0.0.1"))
 	s.GatewayClasses.Set("portico", &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico"}, Spec: gwv1.GatewayClassSpec{ControllerName: testController}})
-	res := Translate(s.Build(), Options{ControllerName: testController, Now: testNow})
+	res := Translate(s.Build(), Options{ControllerName: testController})
 	g := irGateway(t, res, "infra", "gw")
 	if len(g.Clusters) != 1 || len(g.Clusters[0].Endpoints) != 1 {
 		t.Errorf("clusters = %+v", g.Clusters)

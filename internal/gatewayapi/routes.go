@@ -17,7 +17,6 @@ type routeState struct {
 	kind    string
 	meta    *metav1.ObjectMeta
 	spec    gwv1.CommonRouteSpec
-	prev    []gwv1.RouteParentStatus
 	rules   compiledRules
 	parents []*parentState
 
@@ -82,7 +81,7 @@ func (t *translator) processRoutes() {
 		if r == nil {
 			continue
 		}
-		rs := newRouteState(KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Status.Parents)
+		rs := newRouteState(KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec)
 		t.compile(rs, resource.Ref{Kind: resource.KindHTTPRoute, Key: k}, r.Spec.Hostnames, func() { t.compileHTTPRoute(rs, r.Spec.Rules) })
 		t.attach(rs)
 		rs.attachAll()
@@ -93,7 +92,7 @@ func (t *translator) processRoutes() {
 		if r == nil {
 			continue
 		}
-		rs := newRouteState(KindGRPCRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Status.Parents)
+		rs := newRouteState(KindGRPCRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec)
 		t.compile(rs, resource.Ref{Kind: resource.KindGRPCRoute, Key: k}, r.Spec.Hostnames, func() { t.compileGRPCRoute(rs, r.Spec.Rules) })
 		t.attach(rs)
 		rs.attachAll()
@@ -155,8 +154,8 @@ func (rs *routeState) attachAll() {
 	}
 }
 
-func newRouteState(kind string, meta *metav1.ObjectMeta, spec gwv1.CommonRouteSpec, prev []gwv1.RouteParentStatus) *routeState {
-	return &routeState{kind: kind, meta: meta, spec: spec, prev: prev}
+func newRouteState(kind string, meta *metav1.ObjectMeta, spec gwv1.CommonRouteSpec) *routeState {
+	return &routeState{kind: kind, meta: meta, spec: spec}
 }
 
 // setHostnames sets the valid, lowercased hostnames of a route.

@@ -173,9 +173,6 @@ func setCondition(conds *[]metav1.Condition, typ, reason, msg string, gen int64)
 	}
 	for i := range *conds {
 		if (*conds)[i].Type == typ {
-			// The writer stamps lastTransitionTime against the live
-			// object; keep the computed one meanwhile.
-			c.LastTransitionTime = (*conds)[i].LastTransitionTime
 			(*conds)[i] = c
 			return
 		}

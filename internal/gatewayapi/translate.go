@@ -177,8 +177,6 @@ func (t *translator) run(res *Result) *Result {
 	return res
 }
 
-func (t *translator) now() metav1.Time { return t.opts.Now }
-
 func sortStatuses(s []Status) {
 	slices.SortStableFunc(s, func(a, b Status) int { return compareStatuses(&a, &b) })
 }

@@ -10,7 +10,6 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
@@ -26,7 +25,7 @@ import (
 func BenchmarkFullTranslation(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		snap := gen.Snapshot(n)
-		opts := gatewayapi.Options{ControllerName: gen.ControllerName, Now: metav1.NewTime(time.Unix(0, 0))}
+		opts := gatewayapi.Options{ControllerName: gen.ControllerName}
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -59,8 +58,7 @@ func (nopSink) Publish(gatewayapi.StatusSet)                         {}
 
 // benchPipeline returns a pipeline that has translated snap.
 func benchPipeline(b *testing.B, snap *resource.Snapshot) *Pipeline {
-	p := New(Config{ControllerName: gen.ControllerName, XDS: nopSink{}, Status: nopSink{},
-		Clock: func() time.Time { return time.Unix(0, 0) }})
+	p := New(Config{ControllerName: gen.ControllerName, XDS: nopSink{}, Status: nopSink{}})
 	p.process(context.Background(), snap, 0)
 	if l := p.Latest(); l == nil || len(l.XDS) != gen.Gateways {
 		b.Fatal("first translation failed")
@@ -217,7 +215,7 @@ func TestRouteChangeBytes(t *testing.T) {
 	for _, n := range sizes {
 		snap := gen.Snapshot(n)
 		sink := &countingSink{}
-		p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Clock: testClock})
+		p := New(Config{ControllerName: gen.ControllerName, XDS: sink})
 		p.process(context.Background(), snap, 0)
 		prev := p.Latest()
 		snap, _ = gen.ChangeRoute(snap, 42, 1)

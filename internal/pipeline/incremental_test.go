@@ -46,7 +46,7 @@ func (s *countingSink) Publish(st gatewayapi.StatusSet) {
 // translation of snap, as `portico translate` makes it.
 func fullRender(t *testing.T, snap *resource.Snapshot) []byte {
 	t.Helper()
-	res := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: gen.ControllerName, Now: metav1Now()})
+	res := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: gen.ControllerName})
 	var xds []*translate.Resources
 	for _, gw := range res.Gateways {
 		r, err := translate.Translate(gw)
@@ -78,7 +78,7 @@ func renderYAML(t *testing.T, res *gatewayapi.Result, xds []*translate.Resources
 func TestIncrementalPipelineMatchesFull(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	sink := &countingSink{}
-	p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Status: sink, Clock: testClock})
+	p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Status: sink})
 	snap := gen.Rich(120)
 	steps := 120
 	if testing.Short() {
@@ -161,7 +161,7 @@ func sameVersions(a, b map[string]map[string]string) bool {
 // a full translation.
 func TestEndpointsFastPath(t *testing.T) {
 	sink := &countingSink{}
-	p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Status: sink, Clock: testClock})
+	p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Status: sink})
 	snap := gen.Snapshot(200)
 	p.process(context.Background(), snap, 0)
 	before := p.Latest()

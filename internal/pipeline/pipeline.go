@@ -44,7 +44,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/ir"
@@ -94,9 +93,6 @@ type Config struct {
 	// translated at most MaxDelay after the translation running when it
 	// was submitted has finished, however many submits keep coming.
 	MaxDelay time.Duration
-	// Clock gives Options.Now, the lastTransitionTime of changed
-	// conditions (default time.Now).
-	Clock  func() time.Time
 	XDS    XDSSink    // required
 	Status StatusSink // may be nil
 	Infra  InfraSink  // may be nil
@@ -183,9 +179,6 @@ func New(cfg Config) *Pipeline {
 	}
 	if cfg.MaxDelay <= 0 {
 		cfg.MaxDelay = DefaultMaxDelay
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
 	}
 	log := cfg.Log
 	if log == nil {
@@ -391,7 +384,6 @@ func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi
 	}()
 	opts := gatewayapi.Options{
 		ControllerName:      p.cfg.ControllerName,
-		Now:                 metav1.NewTime(p.cfg.Clock().Truncate(time.Second)),
 		Infrastructure:      p.cfg.Infrastructure,
 		MaxRouteExpansion:   p.cfg.MaxRouteExpansion,
 		MaxGatewayExpansion: p.cfg.MaxGatewayExpansion,

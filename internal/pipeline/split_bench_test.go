@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
@@ -28,8 +26,7 @@ func BenchmarkIncrementalRouteChangeSplit(b *testing.B) {
 			b.Run(fmt.Sprintf("routes=%d/split=%s", n, split), func(b *testing.B) {
 				snap := gen.Snapshot(n)
 				p := New(Config{ControllerName: gen.ControllerName, XDS: nopSink{}, Status: nopSink{},
-					XDSOptions: translate.Options{RouteSplit: split},
-					Clock:      func() time.Time { return time.Unix(0, 0) }})
+					XDSOptions: translate.Options{RouteSplit: split}})
 				p.process(context.Background(), snap, 0)
 				if l := p.Latest(); l == nil || len(l.XDS) != gen.Gateways {
 					b.Fatal("first translation failed")
@@ -71,7 +68,7 @@ func changedHTTPSRouteBytes(prev, cur []*translate.Resources) int {
 // for the HTTP listener, and no Listener or scope.
 func TestRouteChangeSplit(t *testing.T) {
 	snap := gen.Snapshot(1000)
-	p := New(Config{ControllerName: gen.ControllerName, XDS: &countingSink{}, Clock: testClock,
+	p := New(Config{ControllerName: gen.ControllerName, XDS: &countingSink{},
 		XDSOptions: translate.Options{RouteSplit: translate.RouteSplitHostname}})
 	p.process(context.Background(), snap, 0)
 	prev := p.Latest()
@@ -108,7 +105,7 @@ func TestRouteChangeSplit(t *testing.T) {
 // the route split by hostname.
 func BenchmarkXDSTranslationSplit(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		res := gatewayapi.Translate(gen.Snapshot(n), gatewayapi.Options{ControllerName: gen.ControllerName, Now: metav1.NewTime(time.Unix(0, 0))})
+		res := gatewayapi.Translate(gen.Snapshot(n), gatewayapi.Options{ControllerName: gen.ControllerName})
 		for _, split := range []translate.RouteSplit{translate.RouteSplitNone, translate.RouteSplitHostname} {
 			b.Run(fmt.Sprintf("routes=%d/split=%s", n, split), func(b *testing.B) {
 				b.ReportAllocs()

@@ -124,12 +124,6 @@ func ParentsOf(routeNS string, refs []gwv1.ParentReference) []Parent {
 	return out
 }
 
-// SameParent reports whether two parentRefs of a route in namespace
-// routeNS name the same parent and section (listener name and port).
-func SameParent(routeNS string, a, b gwv1.ParentReference) bool {
-	return ParentOf(routeNS, a) == ParentOf(routeNS, b)
-}
-
 // GatewayOf resolves the parentRef of a ListenerSet in namespace ns: group
 // gateway.networking.k8s.io, kind Gateway and the ListenerSet's namespace
 // when unset. It is a Gateway of ours only when IsGateway.

@@ -66,7 +66,9 @@ func TestParentKinds(t *testing.T) {
 	}
 }
 
-func TestSameParent(t *testing.T) {
+// TestParentIdentity: two parentRefs name the same parent and section when
+// their ParentOf are equal, defaults applied.
+func TestParentIdentity(t *testing.T) {
 	ns := func(s string) *gwv1.Namespace { n := gwv1.Namespace(s); return &n }
 	for _, c := range []struct {
 		name string
@@ -92,11 +94,8 @@ func TestSameParent(t *testing.T) {
 			gwv1.ParentReference{Name: "gw", Port: ptr.To(gwv1.PortNumber(80))}, gwv1.ParentReference{Name: "gw", Port: ptr.To(gwv1.PortNumber(80))}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := SameParent("apps", c.a, c.b); got != c.want {
-				t.Errorf("SameParent = %v, want %v", got, c.want)
-			}
-			if got := SameParent("apps", c.b, c.a); got != c.want {
-				t.Errorf("SameParent (swapped) = %v, want %v", got, c.want)
+			if got := ParentOf("apps", c.a) == ParentOf("apps", c.b); got != c.want {
+				t.Errorf("same parent = %v, want %v", got, c.want)
 			}
 		})
 	}

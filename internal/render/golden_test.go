@@ -11,10 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
@@ -26,8 +24,6 @@ import (
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/*.out.yaml from the current output")
 
-// goldenNow is the Options.Now of every golden translation.
-var goldenNow = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 
 // minGoldenCases guards against cases silently disappearing.
 const minGoldenCases = 45
@@ -87,7 +83,6 @@ func translateAll(t *testing.T, snap *resource.Snapshot) ([]byte, []*translate.R
 	t.Helper()
 	res := gatewayapi.Translate(snap, gatewayapi.Options{
 		ControllerName: gatewayapi.DefaultControllerName,
-		Now:            goldenNow,
 	})
 	var xds []*translate.Resources
 	for _, gw := range res.Gateways {

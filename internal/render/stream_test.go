@@ -32,7 +32,7 @@ func translateCase(t *testing.T, file string, opts translate.Options) (*gatewaya
 	if err != nil {
 		t.Fatalf("load %s: %v", file, err)
 	}
-	res := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: gatewayapi.DefaultControllerName, Now: goldenNow})
+	res := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: gatewayapi.DefaultControllerName})
 	tr := translate.NewTranslatorWith(opts)
 	var xds []*translate.Resources
 	for _, gw := range res.Gateways {
@@ -222,7 +222,7 @@ func loadString(t *testing.T, yaml string) *resource.Snapshot {
 
 func translateSnap(t *testing.T, snap *resource.Snapshot) *translate.Resources {
 	t.Helper()
-	res := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: gatewayapi.DefaultControllerName, Now: goldenNow})
+	res := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: gatewayapi.DefaultControllerName})
 	if len(res.Gateways) != 1 {
 		t.Fatalf("%d gateways, want 1", len(res.Gateways))
 	}

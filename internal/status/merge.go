@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/refs"
 )
 
@@ -32,10 +31,32 @@ func foreignCondition(typ string) bool {
 	return strings.Contains(typ, "/") && !strings.HasPrefix(typ, ownConditionPrefix)
 }
 
+// keepTransitionTimes stamps the LastTransitionTime of every condition of
+// next and returns next. A condition keeps the LastTransitionTime of the
+// condition of the same Type in live when that one has the same Status;
+// otherwise (the condition is new, or its status changed) it gets now.
+// This is apimachinery's meta.SetStatusCondition rule applied to a whole
+// desired list: the translator computes conditions without times, and this
+// is the one place they get them.
+func keepTransitionTimes(live, next []metav1.Condition, now metav1.Time) []metav1.Condition {
+	for i := range next {
+		next[i].LastTransitionTime = now
+		for j := range live {
+			if live[j].Type == next[i].Type {
+				if live[j].Status == next[i].Status && !live[j].LastTransitionTime.IsZero() {
+					next[i].LastTransitionTime = live[j].LastTransitionTime
+				}
+				break
+			}
+		}
+	}
+	return next
+}
+
 func mergeConditions(live, desired []metav1.Condition, now metav1.Time) []metav1.Condition {
 	var out []metav1.Condition
 	if desired != nil {
-		out = gatewayapi.KeepTransitionTimes(live, append([]metav1.Condition(nil), desired...), now)
+		out = keepTransitionTimes(live, append([]metav1.Condition(nil), desired...), now)
 	}
 	for _, c := range live {
 		if foreignCondition(c.Type) && !slices.ContainsFunc(out, func(o metav1.Condition) bool { return o.Type == c.Type }) {

@@ -231,3 +231,30 @@ func TestMergeRouteFindsEntriesByStoredParentRef(t *testing.T) {
 		t.Errorf("entries mixed up: %+v", got.Parents)
 	}
 }
+
+func TestKeepTransitionTimes(t *testing.T) {
+	live := []metav1.Condition{
+		{Type: "Accepted", Status: metav1.ConditionTrue, LastTransitionTime: t0},
+		{Type: "Programmed", Status: metav1.ConditionTrue, LastTransitionTime: t0},
+		{Type: "ResolvedRefs", Status: metav1.ConditionTrue},
+	}
+	next := []metav1.Condition{
+		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Changed"}, // same status: keeps time
+		{Type: "Programmed", Status: metav1.ConditionFalse},                 // flipped
+		{Type: "ResolvedRefs", Status: metav1.ConditionTrue},                // live had no time
+		{Type: "Conflicted", Status: metav1.ConditionFalse},                 // new
+	}
+	got := keepTransitionTimes(live, next, t1)
+	want := []metav1.Time{t0, t1, t1, t1}
+	for i := range got {
+		if !got[i].LastTransitionTime.Equal(&want[i]) {
+			t.Errorf("%s: lastTransitionTime %v, want %v", got[i].Type, got[i].LastTransitionTime, want[i])
+		}
+	}
+	if !live[1].LastTransitionTime.Equal(&t0) {
+		t.Error("live was modified")
+	}
+	if keepTransitionTimes(nil, nil, t1) != nil {
+		t.Error("nil in, non-nil out")
+	}
+}

@@ -29,6 +29,14 @@
 // longer has a status of ours (deleted, or no longer naming our Gateways)
 // keeps a removal entry until the leader removed our parents from it, or,
 // on a follower, until the informer cache shows nothing of ours on it.
+//
+// The translator never reads status, so it cannot know of entries of ours
+// left on a route that no longer names our parents while no replica ran
+// (or written there by an older replica). The writer finds them: at the
+// start of every term, once a first set was published, a sweep lists the
+// routes of the informer cache and gives a removal entry to each that
+// holds entries of ours but has no desired status; and Observe does the
+// same for a route whose status changed on the server.
 package status
 
 import (
@@ -36,12 +44,15 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -99,7 +110,14 @@ type Writer struct {
 	// leadCtx is the context of the current term; nil when not leading. It
 	// is cancelled when leadership is lost, which aborts in-flight writes.
 	leadCtx context.Context
+	// publishedOnce: Publish was called; sweepWanted: a term started
+	// before, and its sweep waits for the first Publish.
+	publishedOnce, sweepWanted bool
 }
+
+// sweepKey is the queue item of a sweep for stale entries of ours; it
+// cannot be an object's key.
+const sweepKey = "\x00sweep"
 
 // entry is the desired status of one object, guarded by Writer.mu. A route
 // entry with a nil status.Route asks for our parents to be removed.
@@ -120,7 +138,7 @@ func (e *entry) removal() bool { return isRemoval(&e.status) }
 func isRemoval(s *gatewayapi.Status) bool { return isRoute(s.Kind) && s.Route == nil }
 
 func isRoute(kind string) bool {
-	return kind == gatewayapi.KindHTTPRoute || kind == gatewayapi.KindGRPCRoute
+	return slices.Contains(routeKinds, kind)
 }
 
 // New returns a Writer; Run starts its workers.
@@ -185,6 +203,11 @@ func (w *Writer) Publish(statuses gatewayapi.StatusSet) {
 		}
 	}
 	w.published = statuses
+	w.publishedOnce = true
+	if w.sweepWanted {
+		w.sweepWanted = false
+		w.queue.Add(sweepKey)
+	}
 	w.cfg.Metrics.QueueDepth.Set(float64(w.queue.Len()))
 }
 
@@ -267,6 +290,57 @@ func (w *Writer) Observe(kind string, key types.NamespacedName) {
 	// they cost no request (the cache holds what we wrote).
 	if e, ok := w.desired[k]; ok {
 		w.enqueue(k, e)
+		return
+	}
+	// A route without a desired status may hold entries of ours: a
+	// removal entry checks it (without a write when it holds none).
+	if isRoute(kind) && w.publishedOnce {
+		w.addRemoval(&gatewayapi.Status{Kind: kind, Namespace: key.Namespace, Name: key.Name})
+	}
+}
+
+// addRemoval gives a route without a desired status a removal entry, and
+// enqueues it. Called with w.mu held.
+func (w *Writer) addRemoval(s *gatewayapi.Status) {
+	k := s.Key()
+	if _, ok := w.desired[k]; ok {
+		return
+	}
+	e := &entry{status: gatewayapi.Status{Kind: s.Kind, Namespace: s.Namespace, Name: s.Name}, version: 1}
+	w.desired[k] = e
+	w.enqueue(k, e)
+}
+
+// sweep gives a removal entry to every route of the informer cache that
+// holds entries of ours and has no desired status.
+func (w *Writer) sweep(ctx context.Context) {
+	if w.cfg.Reader == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
+	defer cancel()
+	controller := gwv1.GatewayController(w.cfg.ControllerName)
+	var stale []gatewayapi.Status
+	for _, kind := range routeKinds {
+		list, err := newList(kind)
+		if err != nil {
+			continue
+		}
+		if err := w.cfg.Reader.List(ctx, list); err != nil {
+			w.cfg.Log.Warn("status sweep: list failed", "kind", kind, "err", err)
+			continue
+		}
+		_ = apimeta.EachListItem(list, func(o runtime.Object) error {
+			if obj, ok := o.(client.Object); ok && hasOurParents(obj, controller) {
+				stale = append(stale, gatewayapi.Status{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()})
+			}
+			return nil
+		})
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range stale {
+		w.addRemoval(&stale[i])
 	}
 }
 
@@ -280,6 +354,11 @@ func (w *Writer) SetLeading(ctx context.Context) {
 	w.leadCtx = ctx
 	var keys []string
 	if ctx != nil {
+		if w.publishedOnce {
+			keys = append(keys, sweepKey)
+		} else {
+			w.sweepWanted = true
+		}
 		keys = make([]string, 0, len(w.desired))
 		var routes []string
 		for k, e := range w.desired {
@@ -331,6 +410,16 @@ func (w *Writer) processNext() bool {
 	}
 	defer w.queue.Done(key)
 	defer func() { w.cfg.Metrics.QueueDepth.Set(float64(w.queue.Len())) }()
+	if key == sweepKey {
+		w.queue.Forget(key)
+		w.mu.Lock()
+		lead := w.leadCtx
+		w.mu.Unlock()
+		if lead != nil && lead.Err() == nil {
+			w.sweep(lead)
+		}
+		return true
+	}
 
 	w.mu.Lock()
 	e := w.desired[key]
@@ -496,6 +585,19 @@ func (w *Writer) update(ctx context.Context, obj, orig client.Object) error {
 		return w.cfg.Client.Status().Update(ctx, obj)
 	}
 	return w.cfg.Client.Status().Patch(ctx, obj, client.MergeFrom(orig))
+}
+
+// routeKinds are the kinds whose status.parents the writer shares.
+var routeKinds = []string{gatewayapi.KindHTTPRoute, gatewayapi.KindGRPCRoute}
+
+func newList(kind string) (client.ObjectList, error) {
+	switch kind {
+	case gatewayapi.KindHTTPRoute:
+		return &gwv1.HTTPRouteList{}, nil
+	case gatewayapi.KindGRPCRoute:
+		return &gwv1.GRPCRouteList{}, nil
+	}
+	return nil, fmt.Errorf("status: no list of kind %q", kind)
 }
 
 func newObject(kind string) (client.Object, error) {

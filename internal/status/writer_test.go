@@ -379,7 +379,7 @@ func TestFollowerSettlesRemovals(t *testing.T) {
 // the previous one and enqueues only the route (its generation changed);
 // the other statuses were carried over or recomputed equal.
 func TestIncrementalTranslationPublishesChangesOnly(t *testing.T) {
-	opts := gatewayapi.Options{ControllerName: "portico.dev/gateway-controller", Now: t0}
+	opts := gatewayapi.Options{ControllerName: "portico.dev/gateway-controller"}
 	x := gatewayapi.NewIncremental()
 	snap := genSnapshot(500)
 	res, _ := x.Translate(snap, opts)
@@ -465,5 +465,63 @@ func TestNewTermEnqueuesAggregateStatusesFirst(t *testing.T) {
 	keys := drain(w)
 	if len(keys) != 51 || keys[0] != "Gateway/infra/gw" {
 		t.Errorf("term started with %d keys, first %q; want 51, the Gateway first", len(keys), keys[0])
+	}
+}
+
+// The translator never reads status: entries of ours left on a route that
+// no longer names our parents (written while no replica ran) are found by
+// the sweep at the start of a term, once a set was published, and removed
+// with the other controllers' entries kept; a route whose status changes
+// on the server later (Observe) is checked the same way.
+func TestSweepRemovesStaleEntries(t *testing.T) {
+	theirs := gwv1.RouteParentStatus{ParentRef: gwv1.ParentReference{Name: "other"}, ControllerName: "example.com/other",
+		Conditions: []metav1.Condition{{Type: "Accepted", Status: "True", Reason: "Accepted", LastTransitionTime: t0}}}
+	stale := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "stale"}}
+	stale.Status.Parents = []gwv1.RouteParentStatus{{ParentRef: gwv1.ParentReference{Name: "gw"}, ControllerName: ours}, theirs}
+	foreign := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "foreign"}}
+	foreign.Status.Parents = []gwv1.RouteParentStatus{theirs}
+	served := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "r", Generation: 1}}
+	api := newFakeAPI(t, stale, foreign, served)
+	w, _ := testWriter(t, Config{Client: api, Reader: api, ControllerName: string(ours)})
+	w.SetLeading(context.Background())
+	run(t, w)
+	w.Publish(setOf(routeStatus("apps", "r", 1, "Accepted")))
+	api.waitWrites(t, 2) // r, and the stale entry of "stale"
+	get := func(name string) gwv1.HTTPRoute {
+		var r gwv1.HTTPRoute
+		if err := api.Get(context.Background(), client.ObjectKey{Namespace: "apps", Name: name}, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	waitParents := func(name string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(wait)
+		for {
+			r := get(name)
+			if len(r.Status.Parents) == want && !hasOurParents(&r, ours) == (name != "r") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: parents %+v", name, r.Status.Parents)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitParents("stale", 1)
+	if p := get("stale").Status.Parents[0]; p.ControllerName != theirs.ControllerName {
+		t.Errorf("another controller's entry was not kept: %+v", p)
+	}
+
+	// Someone writes an entry of ours on a route we have no status for.
+	f := get("foreign")
+	f.Status.Parents = append(f.Status.Parents, gwv1.RouteParentStatus{ParentRef: gwv1.ParentReference{Name: "gw"}, ControllerName: ours})
+	if err := api.Status().Update(context.Background(), &f); err != nil {
+		t.Fatal(err)
+	}
+	w.Observe(gatewayapi.KindHTTPRoute, client.ObjectKey{Namespace: "apps", Name: "foreign"})
+	waitParents("foreign", 1)
+	if n := api.writes.Load(); n != 4 { // r, stale, our update above, foreign
+		t.Errorf("%d writes, want 4", n)
 	}
 }

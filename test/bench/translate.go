@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
@@ -23,7 +22,7 @@ import (
 // SequentialMs is the same work one Gateway after the other.
 func FullTranslation(n int) (TranslateFull, error) {
 	snap := gen.Snapshot(n)
-	opts := gatewayapi.Options{ControllerName: gen.ControllerName, Now: metav1.NewTime(time.Unix(0, 0))}
+	opts := gatewayapi.Options{ControllerName: gen.ControllerName}
 	once := func(parallel bool) error {
 		res := gatewayapi.Translate(snap, opts)
 		if len(res.Gateways) != gen.Gateways {
@@ -88,7 +87,7 @@ const IncrementalChanges = 200
 // returns the mean over changes changes, each of another route, in ms.
 func IncrementalTranslation(n, changes int) (float64, error) {
 	snap := gen.Snapshot(n)
-	opts := gatewayapi.Options{ControllerName: gen.ControllerName, Now: metav1.NewTime(time.Unix(0, 0))}
+	opts := gatewayapi.Options{ControllerName: gen.ControllerName}
 	x, tr := gatewayapi.NewIncremental(), translate.NewTranslator()
 	res, _ := x.Translate(snap, opts)
 	if _, errs := tr.TranslateAll(res.Gateways); errors.Join(errs...) != nil {

@@ -46,7 +46,7 @@ func TestStatusesMatchTranslator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: f.controller, Now: metav1.Now()})
+	want := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: f.controller})
 	byKey := map[string]gatewayapi.Status{}
 	for _, s := range want.Statuses {
 		byKey[s.Key()] = s

@@ -298,7 +298,7 @@ func translated(res *gatewayapi.Result) (services, secrets map[types.NamespacedN
 	return services, secrets
 }
 
-var refOpts = gatewayapi.Options{ControllerName: gen.ControllerName, Now: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+var refOpts = gatewayapi.Options{ControllerName: gen.ControllerName}
 
 // TestFilterCoversTranslation: whatever the event filter drops cannot
 // change a translation. A snapshot without the Services, EndpointSlices

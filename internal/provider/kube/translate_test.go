@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
@@ -119,7 +117,7 @@ func rendered(t *testing.T, res *gatewayapi.Result) []byte {
 func TestIncrementalTranslationOfSnapshots(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 13))
 	f := newFakeCluster(t)
-	opts := gatewayapi.Options{ControllerName: gen.ControllerName, Now: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	opts := gatewayapi.Options{ControllerName: gen.ControllerName}
 	inc := gatewayapi.NewIncremental()
 	world := gen.Rich(12)
 	rv := 0
