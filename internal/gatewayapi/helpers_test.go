@@ -21,7 +21,7 @@ import (
 const testController = "portico.dev/gateway-controller"
 
 var (
-	t0      = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
 func ptr[T any](v T) *T { return &v }

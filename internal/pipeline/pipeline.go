@@ -44,7 +44,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/metrics"
@@ -93,9 +92,9 @@ type Config struct {
 	// translated at most MaxDelay after the translation running when it
 	// was submitted has finished, however many submits keep coming.
 	MaxDelay time.Duration
-	XDS    XDSSink    // required
-	Status StatusSink // may be nil
-	Infra  InfraSink  // may be nil
+	XDS      XDSSink    // required
+	Status   StatusSink // may be nil
+	Infra    InfraSink  // may be nil
 	// Infrastructure: Portico provisions the proxies, and Gateways are
 	// Programmed only once they can take traffic (gatewayapi.Options).
 	Infrastructure bool

@@ -24,7 +24,6 @@ import (
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/*.out.yaml from the current output")
 
-
 // minGoldenCases guards against cases silently disappearing.
 const minGoldenCases = 45
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/xds/translate"
