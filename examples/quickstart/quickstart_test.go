@@ -3,6 +3,7 @@
 package quickstart_test
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"os"
 	"slices"
 	"testing"
@@ -47,7 +48,7 @@ func TestQuickstartTranslatesCleanly(t *testing.T) {
 		ControllerName: gatewayapi.DefaultControllerName,
 	})
 
-	kinds := map[string]int{}
+	kinds := map[resource.Kind]int{}
 	for _, s := range res.Statuses {
 		kinds[s.Kind]++
 		if s.Route != nil && len(s.Route.Parents) != 1 {
@@ -72,9 +73,9 @@ func TestQuickstartTranslatesCleanly(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{
-		gatewayapi.KindGatewayClass: 1, gatewayapi.KindGateway: 1,
-		gatewayapi.KindHTTPRoute: 2, gatewayapi.KindGRPCRoute: 1,
+	want := map[resource.Kind]int{
+		resource.KindGatewayClass: 1, resource.KindGateway: 1,
+		resource.KindHTTPRoute: 2, resource.KindGRPCRoute: 1,
 	}
 	for k, n := range want {
 		if kinds[k] != n {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/pipeline"
 	"github.com/portico-dev/portico/internal/render"
 	"github.com/portico-dev/portico/internal/resource"
@@ -184,7 +183,7 @@ func TestPipelineViews(t *testing.T) {
 	for _, st := range statuses {
 		kinds[st.Kind] = true
 	}
-	if !kinds[gatewayapi.KindGatewayClass] || !kinds[gatewayapi.KindGateway] || !kinds[gatewayapi.KindHTTPRoute] {
+	if !kinds["GatewayClass"] || !kinds["Gateway"] || !kinds["HTTPRoute"] {
 		t.Errorf("DebugStatus has the kinds %v, want GatewayClass, Gateway and HTTPRoute", kinds)
 	}
 

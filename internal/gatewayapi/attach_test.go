@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,7 +69,7 @@ func TestRouteAttachment(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httpRoute(tc.ns, "r", []gwv1.ParentReference{tc.ref}, tc.hostnames, simpleRule())
 			res := translate(gw, prod, r, service(tc.ns, "web", 80))
-			p := routeParent(t, res, KindHTTPRoute, tc.ns, "r", 0)
+			p := routeParent(t, res, resource.KindHTTPRoute, tc.ns, "r", 0)
 			c := cond(t, p.Conditions, string(gwv1.RouteConditionAccepted))
 			if c.Reason != tc.reason {
 				t.Errorf("Accepted = %s/%s (%s), want reason %s", c.Status, c.Reason, c.Message, tc.reason)
@@ -123,16 +124,16 @@ func TestRouteParentsNotOurs(t *testing.T) {
 		{ParentRef: parent("missing"), ControllerName: "example.com/other"},
 	}
 	res := translate(theirs, gateway("infra", "gw", httpL("http", 80, "")), none, mixed, stale, service("infra", "web", 80))
-	if hasStatus(res, KindHTTPRoute, "infra", "none") {
+	if hasStatus(res, resource.KindHTTPRoute, "infra", "none") {
 		t.Error("a route with no parent of ours got a status")
 	}
-	st := status(t, res, KindHTTPRoute, "infra", "mixed").Route
+	st := status(t, res, resource.KindHTTPRoute, "infra", "mixed").Route
 	if len(st.Parents) != 1 || st.Parents[0].ParentRef.Name != "gw" {
 		t.Errorf("parents = %+v, want only gw", st.Parents)
 	}
 	// Our stale entries are the status writer's to remove: the translator
 	// does not read them.
-	if hasStatus(res, KindHTTPRoute, "infra", "stale") {
+	if hasStatus(res, resource.KindHTTPRoute, "infra", "stale") {
 		t.Error("a route whose status holds stale entries of ours got a status")
 	}
 }
@@ -144,7 +145,7 @@ func TestRouteToListenerSet(t *testing.T) {
 	ls := listenerSet("apps", "ls", 0, "infra", "gw", httpL("web", 8080, ""), httpL("other", 8081, ""))
 	notAllowed := listenerSet("ghost", "ls", 0, "infra", "gw", httpL("web", 9000, ""))
 	lsRef := func(ns, section string) gwv1.ParentReference {
-		p := gwv1.ParentReference{Kind: ptr(gwv1.Kind(KindListenerSet)), Name: "ls", Namespace: ptr(gwv1.Namespace(ns))}
+		p := gwv1.ParentReference{Kind: ptr(gwv1.Kind("ListenerSet")), Name: "ls", Namespace: ptr(gwv1.Namespace(ns))}
 		if section != "" {
 			p.SectionName = ptr(gwv1.SectionName(section))
 		}
@@ -155,12 +156,12 @@ func TestRouteToListenerSet(t *testing.T) {
 	r := httpRoute("apps", "r", []gwv1.ParentReference{lsRef("apps", "web"), lsRef("apps", "gw-http"), lsRef("ghost", ""),
 		{Name: "gw", Namespace: ptr(gwv1.Namespace("infra")), SectionName: ptr(gwv1.SectionName("web"))}}, nil, simpleRule())
 	res := translate(gw, apps, ls, notAllowed, r, service("apps", "web", 80))
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "r", 0).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "r", 0).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 	// A Gateway listener is not a section of the ListenerSet, nor the
 	// reverse.
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "r", 1).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNoMatchingParent))
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "r", 2).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNoMatchingParent))
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "r", 3).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNoMatchingParent))
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "r", 1).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNoMatchingParent))
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "r", 2).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNoMatchingParent))
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "r", 3).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNoMatchingParent))
 	if got := entryStatus(t, res, "apps", "ls", "web").AttachedRoutes; got != 1 {
 		t.Errorf("attachedRoutes of ls/web = %d, want 1", got)
 	}
@@ -175,7 +176,7 @@ func TestRouteToListenerSet(t *testing.T) {
 	// listener (allowedRoutes defaults to the ListenerSet's namespace).
 	r2 := httpRoute("infra", "r2", []gwv1.ParentReference{lsRef("apps", "")}, nil, simpleRule())
 	res = translate(gw, apps, ls, r2, service("infra", "web", 80))
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "infra", "r2", 0).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNotAllowedByListeners))
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "infra", "r2", 0).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNotAllowedByListeners))
 }
 
 func grpcRoute(ns, name string, created int, parents []gwv1.ParentReference, hostnames []string, rules ...gwv1.GRPCRouteRule) *gwv1.GRPCRoute {
@@ -198,9 +199,9 @@ func TestHTTPAndGRPCRouteHostnameCollision(t *testing.T) {
 	grpcOther := grpcRoute("infra", "grpc-other", 0, []gwv1.ParentReference{parent("gw")}, []string{"grpc.example.org"},
 		gwv1.GRPCRouteRule{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: backend("web", 80).BackendRef}}})
 	res := translate(gw, older, grpcSame, grpcOther, service("infra", "web", 80))
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "infra", "web", 0).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
-	wantCond(t, routeParent(t, res, KindGRPCRoute, "infra", "grpc-same", 0).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNotAllowedByListeners))
-	wantCond(t, routeParent(t, res, KindGRPCRoute, "infra", "grpc-other", 0).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "infra", "web", 0).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
+	wantCond(t, routeParent(t, res, resource.KindGRPCRoute, "infra", "grpc-same", 0).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNotAllowedByListeners))
+	wantCond(t, routeParent(t, res, resource.KindGRPCRoute, "infra", "grpc-other", 0).Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 	if got := listenerStatus(t, res, "infra", "gw", "http").AttachedRoutes; got != 2 {
 		t.Errorf("attachedRoutes = %d, want 2", got)
 	}

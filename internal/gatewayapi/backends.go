@@ -49,7 +49,7 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 	// Read (and recorded) whatever the outcome: creating the Service or a
 	// grant changes it.
 	svc := t.in.Service(resource.Key{Namespace: ns, Name: name})
-	from := objRef{gwv1.GroupName, rs.kind, rs.ns()}
+	from := objRef{gwv1.GroupName, rs.kind.String(), rs.ns()}
 	if !t.allows(from, b.Object) {
 		return nil, &problem{string(gwv1.RouteReasonRefNotPermitted),
 			fmt.Sprintf("no ReferenceGrant in namespace %s allows a %s of namespace %s to use Service %s", ns, rs.kind, rs.ns(), b.ID())}

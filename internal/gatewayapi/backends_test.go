@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,12 +57,12 @@ func TestBackendResolution(t *testing.T) {
 		{"ExternalName", []gwv1.HTTPBackendRef{backend("ext", 80)}, []any{external}, string(gwv1.RouteReasonInvalidKind), nil},
 		{"cross namespace without grant", []gwv1.HTTPBackendRef{svcBackend("other", "web", 80)}, []any{service("other", "web", 80)}, string(gwv1.RouteReasonRefNotPermitted), nil},
 		{"cross namespace with grant", []gwv1.HTTPBackendRef{svcBackend("other", "web", 80)},
-			[]any{service("other", "web", 80), refGrant("other", "g", KindHTTPRoute, "apps", "Service", nil)}, "",
+			[]any{service("other", "web", 80), refGrant("other", "g", "HTTPRoute", "apps", "Service", nil)}, "",
 			[]ir.WeightedBackend{{Cluster: "other/web/80", Weight: 1}}},
 		{"grant names another service", []gwv1.HTTPBackendRef{svcBackend("other", "web", 80)},
-			[]any{service("other", "web", 80), refGrant("other", "g", KindHTTPRoute, "apps", "Service", ptr("db"))}, string(gwv1.RouteReasonRefNotPermitted), nil},
+			[]any{service("other", "web", 80), refGrant("other", "g", "HTTPRoute", "apps", "Service", ptr("db"))}, string(gwv1.RouteReasonRefNotPermitted), nil},
 		{"grant for GRPCRoutes only", []gwv1.HTTPBackendRef{svcBackend("other", "web", 80)},
-			[]any{service("other", "web", 80), refGrant("other", "g", KindGRPCRoute, "apps", "Service", nil)}, string(gwv1.RouteReasonRefNotPermitted), nil},
+			[]any{service("other", "web", 80), refGrant("other", "g", "GRPCRoute", "apps", "Service", nil)}, string(gwv1.RouteReasonRefNotPermitted), nil},
 		{"one of two invalid: 500 share", []gwv1.HTTPBackendRef{weighted(backend("web", 80), 3), weighted(backend("nope", 80), 1)}, nil,
 			string(gwv1.RouteReasonBackendNotFound), []ir.WeightedBackend{{Cluster: "apps/web/80", Weight: 3}, {Weight: 1, Invalid: true}}},
 		{"weight zero gets no traffic", []gwv1.HTTPBackendRef{weighted(backend("web", 80), 0), backend("db", 80)}, []any{service("apps", "db", 80)}, "",
@@ -76,7 +77,7 @@ func TestBackendResolution(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := append([]any{service("apps", "web", 80)}, tc.extra...)
 			res, r := oneRoute(t, gwv1.HTTPRouteRule{BackendRefs: tc.refs}, objs...)
-			p := routeParent(t, res, KindHTTPRoute, "apps", "r", 0)
+			p := routeParent(t, res, resource.KindHTTPRoute, "apps", "r", 0)
 			// The route stays accepted whatever its backends.
 			wantCond(t, p.Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 			if tc.reason == "" {
@@ -180,7 +181,7 @@ func TestClusterProtocol(t *testing.T) {
 	g := grpcRoute("apps", "g", 0, []gwv1.ParentReference{{Name: "gw", Namespace: ptr(gwv1.Namespace("infra"))}}, []string{"grpc.example.com"},
 		gwv1.GRPCRouteRule{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: backend("grpc", 80).BackendRef}}})
 	res := translate(gateway("infra", "gw", allowAll(httpL("http", 80, ""))), r, g, h2c, service("apps", "web", 80), service("apps", "grpc", 80), tlsSvc)
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "r", 0).Conditions, string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonUnsupportedProtocol))
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "r", 0).Conditions, string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonUnsupportedProtocol))
 	want := map[string]ir.UpstreamProtocol{"apps/h2c/80": ir.UpstreamHTTP2, "apps/web/80": ir.UpstreamHTTP1, "apps/grpc/80": ir.UpstreamHTTP2}
 	gw := irGateway(t, res, "infra", "gw")
 	if len(gw.Clusters) != len(want) {
@@ -212,7 +213,7 @@ func TestMirrors(t *testing.T) {
 		BackendRefs: []gwv1.HTTPBackendRef{backend("web", 80)},
 	}
 	res, r := oneRoute(t, rule, service("apps", "web", 80), service("apps", "m1", 80), service("apps", "m2", 80), service("apps", "m3", 80))
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "r", 0).Conditions, string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonBackendNotFound))
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "r", 0).Conditions, string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonBackendNotFound))
 	want := []ir.Mirror{{Cluster: "apps/m1/80", Percent: 100}, {Cluster: "apps/m2/80", Percent: 25}, {Cluster: "apps/m3/80", Percent: 12.5}}
 	if len(r.Forward.Mirrors) != len(want) {
 		t.Fatalf("mirrors = %+v", r.Forward.Mirrors)

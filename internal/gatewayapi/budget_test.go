@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"fmt"
+	"github.com/portico-dev/portico/internal/resource"
 	"runtime"
 	"strings"
 	"testing"
@@ -25,12 +26,12 @@ func TestRouteExpansionBudget(t *testing.T) {
 	objs := []any{gw, big, small, service("apps", "web", 80)}
 
 	res := Translate(snapshot(objs...), Options{ControllerName: testController, MaxRouteExpansion: 10})
-	p := routeParent(t, res, KindHTTPRoute, "apps", "big", 0)
+	p := routeParent(t, res, resource.KindHTTPRoute, "apps", "big", 0)
 	c := cond(t, p.Conditions, "Accepted")
 	if c.Status != "False" || c.Reason != string(gwv1.RouteReasonUnsupportedValue) || !strings.Contains(c.Message, "expands into 12 Envoy routes") || !strings.Contains(c.Message, "the 10 one route may") {
 		t.Errorf("big: Accepted = %+v", c)
 	}
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "small", 0).Conditions, "Accepted", "True", "Accepted")
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "small", 0).Conditions, "Accepted", "True", "Accepted")
 	g := irGateway(t, res, "infra", "gw")
 	for _, l := range g.Listeners {
 		for _, fc := range l.FilterChains {
@@ -49,7 +50,7 @@ func TestRouteExpansionBudget(t *testing.T) {
 
 	// No limit: both are served.
 	res = Translate(snapshot(objs...), Options{ControllerName: testController, MaxRouteExpansion: -1})
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "big", 0).Conditions, "Accepted", "True", "Accepted")
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "big", 0).Conditions, "Accepted", "True", "Accepted")
 }
 
 // budgetInput is issue 15's input: routes of 32 parentRefs × 16 hostnames
@@ -104,10 +105,10 @@ func BenchmarkRouteExpansionBudget(b *testing.B) {
 			served += len(x.Routes)
 		}
 		b.StopTimer()
-		if s := res.StatusSet.Get(KindHTTPRoute, "apps", "huge-0"); s == nil || s.Route.Parents[0].Conditions[0].Status != "False" {
+		if s := res.StatusSet.Get(resource.KindHTTPRoute, "apps", "huge-0"); s == nil || s.Route.Parents[0].Conditions[0].Status != "False" {
 			b.Fatalf("the huge route was not refused: %+v", s)
 		}
-		if s := res.StatusSet.Get(KindHTTPRoute, "apps", "ordinary"); s == nil || s.Route.Parents[0].Conditions[0].Status != "True" {
+		if s := res.StatusSet.Get(resource.KindHTTPRoute, "apps", "ordinary"); s == nil || s.Route.Parents[0].Conditions[0].Status != "True" {
 			b.Fatalf("the ordinary route was not accepted: %+v", s)
 		}
 		var ms runtime.MemStats
@@ -137,13 +138,13 @@ func TestGatewayExpansionBudget(t *testing.T) {
 	objs := []any{gw, service("apps", "web", 80),
 		route("newest", 3, 4), route("oldest", 1, 6), route("middle", 2, 6)}
 	res := Translate(snapshot(objs...), Options{ControllerName: testController, MaxGatewayExpansion: 10})
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "oldest", 0).Conditions, "Accepted", "True", "Accepted")
-	c := cond(t, routeParent(t, res, KindHTTPRoute, "apps", "middle", 0).Conditions, "Accepted")
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "oldest", 0).Conditions, "Accepted", "True", "Accepted")
+	c := cond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "middle", 0).Conditions, "Accepted")
 	if c.Status != "False" || c.Reason != string(gwv1.RouteReasonUnsupportedValue) ||
 		!strings.Contains(c.Message, "budget of 10 Envoy routes") || !strings.Contains(c.Message, "older routes (6), and this route needs 6 more") {
 		t.Errorf("middle: Accepted = %+v", c)
 	}
-	wantCond(t, routeParent(t, res, KindHTTPRoute, "apps", "newest", 0).Conditions, "Accepted", "True", "Accepted")
+	wantCond(t, routeParent(t, res, resource.KindHTTPRoute, "apps", "newest", 0).Conditions, "Accepted", "True", "Accepted")
 	if got := listenerStatus(t, res, "infra", "gw", "http").AttachedRoutes; got != 2 {
 		t.Errorf("attachedRoutes = %d, want 2", got)
 	}

@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"reflect"
 	"strings"
 	"testing"
@@ -47,13 +48,13 @@ func TestTranslationIgnoresStatus(t *testing.T) {
 	}
 	// A route naming no parent of ours gets no status, whatever its
 	// status holds: removing our stale entries is the writer's.
-	if s := without.StatusSet.Get(KindHTTPRoute, "infra", "gone"); s != nil {
+	if s := without.StatusSet.Get(resource.KindHTTPRoute, "infra", "gone"); s != nil {
 		t.Errorf("route without parents of ours has a status: %+v", s)
 	}
 	// The status objects are new values: the input is not aliased.
 	objs := objects(false)
 	res := translate(objs...)
-	p0 := routeParent(t, res, KindHTTPRoute, "infra", "r", 0)
+	p0 := routeParent(t, res, resource.KindHTTPRoute, "infra", "r", 0)
 	p0.ParentRef.Name = "changed"
 	if r := objs[2].(*gwv1.HTTPRoute); r.Spec.ParentRefs[0].Name != "gw" {
 		t.Error("route status aliases the spec")

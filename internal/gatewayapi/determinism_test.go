@@ -31,7 +31,7 @@ func richObjects() []any {
 		gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefixMatch("/a"), exactMatch("/a/x")}, BackendRefs: []gwv1.HTTPBackendRef{backend("web", 80), cross}},
 		gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{regexMatch("(")}},
 	)
-	r2 := httpRoute("apps", "r2", []gwv1.ParentReference{ref, {Kind: ptr(gwv1.Kind(KindListenerSet)), Name: "ls2"}}, nil,
+	r2 := httpRoute("apps", "r2", []gwv1.ParentReference{ref, {Kind: ptr(gwv1.Kind("ListenerSet")), Name: "ls2"}}, nil,
 		gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefixMatch("/a")}, BackendRefs: []gwv1.HTTPBackendRef{backend("web", 80), backend("missing", 80)}})
 	g1 := grpcRoute("apps", "g1", 1, []gwv1.ParentReference{ref}, []string{"grpc.example.com"},
 		gwv1.GRPCRouteRule{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: backend("web", 80).BackendRef}}})
@@ -40,7 +40,7 @@ func richObjects() []any {
 		tlsSecret("infra", "cert"),
 		service("apps", "web", 80), service("data", "db", 80),
 		slice("apps", "web", "web-a", 8080, "10.0.0.2", "10.0.0.1"), slice("apps", "web", "web-b", 8080, "10.0.0.3"),
-		refGrant("data", "g", KindHTTPRoute, "apps", "Service", nil),
+		refGrant("data", "g", "HTTPRoute", "apps", "Service", nil),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps", Labels: map[string]string{"team": "apps"}}},
 	}
 }
@@ -73,7 +73,7 @@ func TestDeterminism(t *testing.T) {
 	list := statusList(first)
 	for i := 1; i < len(list); i++ {
 		a, b := list[i-1], list[i]
-		if a.Kind > b.Kind || (a.Kind == b.Kind && (a.Namespace > b.Namespace || (a.Namespace == b.Namespace && a.Name >= b.Name))) {
+		if a.Kind.String() > b.Kind.String() || (a.Kind == b.Kind && (a.Namespace > b.Namespace || (a.Namespace == b.Namespace && a.Name >= b.Name))) {
 			t.Errorf("statuses not sorted: %s before %s", a.Key(), b.Key())
 		}
 	}

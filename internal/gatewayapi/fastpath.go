@@ -54,7 +54,7 @@ func (x *Incremental) saveStates(t *translator, gateways, sets set[resource.Key]
 
 func (rs *routeState) ref() resource.Ref {
 	kind := resource.KindHTTPRoute
-	if rs.kind == KindGRPCRoute {
+	if rs.kind == resource.KindGRPCRoute {
 		kind = resource.KindGRPCRoute
 	}
 	return resource.Ref{Kind: kind, Key: resource.Key{Namespace: rs.meta.Namespace, Name: rs.meta.Name}}
@@ -110,14 +110,14 @@ func (x *Incremental) routesOnly(snap *resource.Snapshot, opts Options, a *affec
 			if hr == nil {
 				continue
 			}
-			rs = newRouteState(KindHTTPRoute, &hr.ObjectMeta, hr.Spec.CommonRouteSpec)
+			rs = newRouteState(resource.KindHTTPRoute, &hr.ObjectMeta, hr.Spec.CommonRouteSpec)
 			t.compile(rs, r, hr.Spec.Hostnames, func() { t.compileHTTPRoute(rs, hr.Spec.Rules) })
 		case resource.KindGRPCRoute:
 			gr := snap.GRPCRoutes.Value(r.Key)
 			if gr == nil {
 				continue
 			}
-			rs = newRouteState(KindGRPCRoute, &gr.ObjectMeta, gr.Spec.CommonRouteSpec)
+			rs = newRouteState(resource.KindGRPCRoute, &gr.ObjectMeta, gr.Spec.CommonRouteSpec)
 			t.compile(rs, r, gr.Spec.Hostnames, func() { t.compileGRPCRoute(rs, gr.Spec.Rules) })
 		}
 		t.attach(rs)
@@ -204,15 +204,15 @@ func (x *Incremental) routesOnly(snap *resource.Snapshot, opts Options, a *affec
 	}
 	scope := make([]statusKey, 0, len(a.gateways)+len(t.sets)+len(changed))
 	for g := range a.gateways {
-		scope = append(scope, statusKey{KindGateway, g})
+		scope = append(scope, statusKey{resource.KindGateway, g})
 	}
 	for _, s := range t.sets {
-		scope = append(scope, statusKey{KindListenerSet, resource.Key{Namespace: s.obj.Namespace, Name: s.obj.Name}})
+		scope = append(scope, statusKey{resource.KindListenerSet, resource.Key{Namespace: s.obj.Namespace, Name: s.obj.Name}})
 	}
 	for _, r := range changed {
-		kind := KindHTTPRoute
+		kind := resource.KindHTTPRoute
 		if r.Kind == resource.KindGRPCRoute {
-			kind = KindGRPCRoute
+			kind = resource.KindGRPCRoute
 		}
 		scope = append(scope, statusKey{kind, r.Key})
 	}
@@ -310,12 +310,12 @@ func compareRouteRefs(a, b resource.Ref) int {
 
 // statusKey identifies a status.
 type statusKey struct {
-	kind string
+	kind resource.Kind
 	key  resource.Key
 }
 
 func compareStatusKeys(a, b statusKey) int {
-	if c := strings.Compare(a.kind, b.kind); c != 0 {
+	if c := strings.Compare(a.kind.String(), b.kind.String()); c != 0 {
 		return c
 	}
 	return resource.CompareKeys(a.key, b.key)

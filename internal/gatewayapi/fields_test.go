@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"fmt"
+	"github.com/portico-dev/portico/internal/resource"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -40,12 +41,12 @@ const (
 // (resource/load.go, provider/kube): a CRD field they lack is dropped on
 // decoding, before any translation could see it.
 var decodedSpecs = map[string]reflect.Type{
-	KindGatewayClass: reflect.TypeFor[gwv1.GatewayClassSpec](),
-	KindGateway:      reflect.TypeFor[gwv1.GatewaySpec](),
-	KindListenerSet:  reflect.TypeFor[gwv1.ListenerSetSpec](),
-	KindHTTPRoute:    reflect.TypeFor[gwv1.HTTPRouteSpec](),
-	KindGRPCRoute:    reflect.TypeFor[gwv1.GRPCRouteSpec](),
-	"ReferenceGrant": reflect.TypeFor[gwv1beta1.ReferenceGrantSpec](),
+	resource.KindGatewayClass.String(): reflect.TypeFor[gwv1.GatewayClassSpec](),
+	resource.KindGateway.String():      reflect.TypeFor[gwv1.GatewaySpec](),
+	resource.KindListenerSet.String():  reflect.TypeFor[gwv1.ListenerSetSpec](),
+	resource.KindHTTPRoute.String():    reflect.TypeFor[gwv1.HTTPRouteSpec](),
+	resource.KindGRPCRoute.String():    reflect.TypeFor[gwv1.GRPCRouteSpec](),
+	"ReferenceGrant":                   reflect.TypeFor[gwv1beta1.ReferenceGrantSpec](),
 }
 
 // knownReasons are the condition reasons of the Gateway API that a

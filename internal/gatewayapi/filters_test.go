@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"strings"
 	"testing"
 
@@ -42,7 +43,7 @@ func TestUnsupportedFiltersAnswer500(t *testing.T) {
 			open := gwv1.HTTPRouteRule{BackendRefs: backends}
 			r := httpRoute("infra", "r", []gwv1.ParentReference{parent("gw")}, nil, guarded, open)
 			res := translate(gateway("infra", "gw", httpL("http", 80, "")), r, service("infra", "web", 80))
-			p := routeParent(t, res, KindHTTPRoute, "infra", "r", 0)
+			p := routeParent(t, res, resource.KindHTTPRoute, "infra", "r", 0)
 			wantCond(t, p.Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 			rr := cond(t, p.Conditions, string(gwv1.RouteConditionResolvedRefs))
 			if rr.Status != metav1.ConditionFalse || rr.Reason != tc.reason || !strings.Contains(rr.Message, tc.message) || !strings.Contains(rr.Message, "500") {
@@ -92,7 +93,7 @@ func TestGRPCUnsupportedFilter(t *testing.T) {
 	r.Spec.ParentRefs = []gwv1.ParentReference{parent("gw")}
 	r.Spec.Rules = []gwv1.GRPCRouteRule{rule}
 	res := translate(gateway("infra", "gw", httpL("http", 80, "")), r, service("infra", "grpc", 9000))
-	p := routeParent(t, res, KindGRPCRoute, "infra", "g", 0)
+	p := routeParent(t, res, resource.KindGRPCRoute, "infra", "g", 0)
 	wantCond(t, p.Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 	wantCond(t, p.Conditions, string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonInvalidKind))
 	rt := vhost(t, irListener(t, irGateway(t, res, "infra", "gw"), "http-80"), "*").Routes[0]

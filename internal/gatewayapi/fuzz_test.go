@@ -87,7 +87,7 @@ func fuzzSnapshot(listenerHost, routeHost, path, regex string, port, backendPort
 	parents := []gwv1.ParentReference{
 		{Name: "gw", Namespace: ptr(gwv1.Namespace("infra")), SectionName: ptr(gwv1.SectionName(section))},
 		{Name: "gw", Namespace: ptr(gwv1.Namespace("infra")), Port: &port},
-		{Kind: ptr(gwv1.Kind(KindListenerSet)), Name: "ls", SectionName: ptr(gwv1.SectionName(section))},
+		{Kind: ptr(gwv1.Kind("ListenerSet")), Name: "ls", SectionName: ptr(gwv1.SectionName(section))},
 	}
 	r1 := httpRoute("apps", "r1", parents, []string{routeHost}, rule)
 	r2 := httpRoute("apps", "r2", parents[:1], nil, gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{match}})
@@ -107,7 +107,7 @@ func checkResult(t *testing.T, snap *resource.Snapshot, res *Result) {
 	t.Helper()
 	for _, k := range resource.SortedKeys(snap.HTTPRoutes) {
 		r := snap.HTTPRoutes.Value(k)
-		if want := hasParentOfOurs(snap, r.Namespace, r.Spec.ParentRefs); hasStatus(res, KindHTTPRoute, k.Namespace, k.Name) != want {
+		if want := hasParentOfOurs(snap, r.Namespace, r.Spec.ParentRefs); hasStatus(res, resource.KindHTTPRoute, k.Namespace, k.Name) != want {
 			t.Errorf("HTTPRoute %s: has status = %v, want %v", k, !want, want)
 		}
 	}
@@ -166,16 +166,16 @@ func hasParentOfOurs(snap *resource.Snapshot, ns string, refs []gwv1.ParentRefer
 		if ref.Namespace != nil && *ref.Namespace != "" {
 			pns = string(*ref.Namespace)
 		}
-		kind := KindGateway
+		kind := "Gateway"
 		if ref.Kind != nil {
 			kind = string(*ref.Kind)
 		}
 		switch kind {
-		case KindGateway:
+		case "Gateway":
 			if ours(pns, string(ref.Name)) {
 				return true
 			}
-		case KindListenerSet:
+		case "ListenerSet":
 			ls := snap.ListenerSets.Value(resource.Key{Namespace: pns, Name: string(ref.Name)})
 			if ls == nil {
 				continue

@@ -44,7 +44,7 @@ func (t *translator) processClasses() {
 		}
 		t.classes[name] = cs
 		t.statuses = append(t.statuses, Status{
-			Kind: KindGatewayClass, Name: gc.Name, Generation: gc.Generation,
+			Kind: resource.KindGatewayClass, Name: gc.Name, Generation: gc.Generation,
 			GatewayClass: &gwv1.GatewayClassStatus{
 				Conditions:        c.done(),
 				SupportedFeatures: SupportedFeatures(),
@@ -116,7 +116,7 @@ func (t *translator) processGateways() {
 		case gw.Spec.TLS != nil:
 			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), "spec.tls (frontend client validation, backend client certificate) is not supported"}
 		}
-		from := objRef{gwv1.GroupName, KindGateway, gw.Namespace}
+		from := objRef{gwv1.GroupName, resource.KindGateway.String(), gw.Namespace}
 		seen := map[string]bool{}
 		for _, l := range gw.Spec.Listeners {
 			// Names are unique by CRD validation; a manifest breaking that
@@ -191,7 +191,7 @@ func (t *translator) finishListeners() {
 		})
 		g.merged = append([]*listener(nil), g.own...)
 		for _, s := range g.sets {
-			from := objRef{gwv1.GroupName, KindListenerSet, s.obj.Namespace}
+			from := objRef{gwv1.GroupName, resource.KindListenerSet.String(), s.obj.Namespace}
 			seen := map[string]bool{}
 			for _, e := range s.obj.Spec.Listeners {
 				if seen[string(e.Name)] {
@@ -282,7 +282,7 @@ func (t *translator) gatewayStatuses() {
 			}
 		}
 		st.AttachedListenerSets = &attached
-		t.statuses = append(t.statuses, Status{Kind: KindGateway, Namespace: gw.Namespace, Name: gw.Name, Generation: gw.Generation, Gateway: st})
+		t.statuses = append(t.statuses, Status{Kind: resource.KindGateway, Namespace: gw.Namespace, Name: gw.Name, Generation: gw.Generation, Gateway: st})
 	}
 	for _, s := range t.sets {
 		t.statuses = append(t.statuses, t.listenerSetStatus(s))
@@ -333,5 +333,5 @@ func (t *translator) listenerSetStatus(s *listenerSetState) Status {
 			})
 		}
 	}
-	return Status{Kind: KindListenerSet, Namespace: ls.Namespace, Name: ls.Name, Generation: ls.Generation, ListenerSet: st}
+	return Status{Kind: resource.KindListenerSet, Namespace: ls.Namespace, Name: ls.Name, Generation: ls.Generation, ListenerSet: st}
 }

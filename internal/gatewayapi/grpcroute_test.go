@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,7 +63,7 @@ func TestGRPCRouteTranslation(t *testing.T) {
 	catchAll := gwv1.GRPCRouteRule{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: backend("missing", 9000).BackendRef}}}
 	r := grpcRoute("infra", "g", 0, []gwv1.ParentReference{parent("gw")}, nil, catchAll, svcRule, methodRule)
 	res := translate(gateway("infra", "gw", httpL("http", 80, "")), r, service("infra", "grpc", 9000))
-	p := routeParent(t, res, KindGRPCRoute, "infra", "g", 0)
+	p := routeParent(t, res, resource.KindGRPCRoute, "infra", "g", 0)
 	wantCond(t, p.Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 	wantCond(t, p.Conditions, string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonBackendNotFound))
 	g := irGateway(t, res, "infra", "gw")

@@ -181,7 +181,7 @@ func refGrant(ns, name, fromKind, fromNS, toKind string, toName *string) *gwv1be
 }
 
 // status finds the status of an object in a result.
-func status(t *testing.T, res *Result, kind, ns, name string) *Status {
+func status(t *testing.T, res *Result, kind resource.Kind, ns, name string) *Status {
 	t.Helper()
 	if s := res.StatusSet.Get(kind, ns, name); s != nil {
 		return s
@@ -190,7 +190,7 @@ func status(t *testing.T, res *Result, kind, ns, name string) *Status {
 	return nil
 }
 
-func hasStatus(res *Result, kind, ns, name string) bool {
+func hasStatus(res *Result, kind resource.Kind, ns, name string) bool {
 	return res.StatusSet.Get(kind, ns, name) != nil
 }
 
@@ -234,7 +234,7 @@ func wantCond(t *testing.T, conds []metav1.Condition, typ string, st metav1.Cond
 
 func listenerStatus(t *testing.T, res *Result, ns, gw, name string) gwv1.ListenerStatus {
 	t.Helper()
-	for _, l := range status(t, res, KindGateway, ns, gw).Gateway.Listeners {
+	for _, l := range status(t, res, resource.KindGateway, ns, gw).Gateway.Listeners {
 		if string(l.Name) == name {
 			return l
 		}
@@ -244,7 +244,7 @@ func listenerStatus(t *testing.T, res *Result, ns, gw, name string) gwv1.Listene
 }
 
 // routeParent returns the conditions of the i-th parent of a route status.
-func routeParent(t *testing.T, res *Result, kind, ns, name string, i int) gwv1.RouteParentStatus {
+func routeParent(t *testing.T, res *Result, kind resource.Kind, ns, name string, i int) gwv1.RouteParentStatus {
 	t.Helper()
 	st := status(t, res, kind, ns, name)
 	if len(st.Route.Parents) <= i {

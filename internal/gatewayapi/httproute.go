@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"fmt"
+	"github.com/portico-dev/portico/internal/resource"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,7 +29,7 @@ type compiledRoute struct {
 // "<kind>/<ns>/<name>/rule/<idx>/match/<j>".
 func irRouteName(rs *routeState, idx, j int) string {
 	prefix := "httproute/"
-	if rs.kind == KindGRPCRoute {
+	if rs.kind == resource.KindGRPCRoute {
 		prefix = "grpcroute/"
 	}
 	return prefix + rs.meta.Namespace + "/" + rs.meta.Name + "/rule/" + strconv.Itoa(idx) + "/match/" + strconv.Itoa(j)

@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func ruleValidity(t *testing.T, rule gwv1.HTTPRouteRule) (metav1.Condition, *ir.
 	t.Helper()
 	r := httpRoute("infra", "r", []gwv1.ParentReference{parent("gw")}, nil, rule)
 	res := translate(gateway("infra", "gw", httpL("http", 80, "")), r, service("infra", "web", 80))
-	p := routeParent(t, res, KindHTTPRoute, "infra", "r", 0)
+	p := routeParent(t, res, resource.KindHTTPRoute, "infra", "r", 0)
 	c := cond(t, p.Conditions, string(gwv1.RouteConditionAccepted))
 	rc := irListener(t, irGateway(t, res, "infra", "gw"), "http-80").FilterChains[0].RouteConfig
 	if c.Status == metav1.ConditionFalse {
@@ -116,7 +117,7 @@ func TestPartiallyInvalidRoute(t *testing.T) {
 	bad := gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{regexMatch("/bad(")}, BackendRefs: []gwv1.HTTPBackendRef{backend("web", 80)}}
 	r := httpRoute("infra", "r", []gwv1.ParentReference{parent("gw")}, nil, good, bad)
 	res := translate(gateway("infra", "gw", httpL("http", 80, "")), r, service("infra", "web", 80))
-	p := routeParent(t, res, KindHTTPRoute, "infra", "r", 0)
+	p := routeParent(t, res, resource.KindHTTPRoute, "infra", "r", 0)
 	wantCond(t, p.Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 	pi := cond(t, p.Conditions, string(gwv1.RouteConditionPartiallyInvalid))
 	if pi.Status != metav1.ConditionTrue || pi.Reason != string(gwv1.RouteReasonUnsupportedValue) || !strings.HasPrefix(pi.Message, "Dropped Rule") || !strings.Contains(pi.Message, "rule 1") {
@@ -128,7 +129,7 @@ func TestPartiallyInvalidRoute(t *testing.T) {
 	}
 	// A fully valid route has no PartiallyInvalid condition.
 	res = translate(gateway("infra", "gw", httpL("http", 80, "")), httpRoute("infra", "r", []gwv1.ParentReference{parent("gw")}, nil, good), service("infra", "web", 80))
-	if hasCond(routeParent(t, res, KindHTTPRoute, "infra", "r", 0).Conditions, string(gwv1.RouteConditionPartiallyInvalid)) {
+	if hasCond(routeParent(t, res, resource.KindHTTPRoute, "infra", "r", 0).Conditions, string(gwv1.RouteConditionPartiallyInvalid)) {
 		t.Error("PartiallyInvalid on a valid route")
 	}
 }
@@ -186,7 +187,7 @@ func TestFilterTranslation(t *testing.T) {
 		BackendRefs: []gwv1.HTTPBackendRef{backend("web", 80)}}
 	rt := httpRoute("infra", "r", []gwv1.ParentReference{parent("gw")}, nil, ext)
 	res := translate(gateway("infra", "gw", httpL("http", 80, "")), rt, service("infra", "web", 80))
-	p := routeParent(t, res, KindHTTPRoute, "infra", "r", 0)
+	p := routeParent(t, res, resource.KindHTTPRoute, "infra", "r", 0)
 	wantCond(t, p.Conditions, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 	wantCond(t, p.Conditions, string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonInvalidKind))
 	ir0 := vhost(t, irListener(t, irGateway(t, res, "infra", "gw"), "http-80"), "*").Routes[0]

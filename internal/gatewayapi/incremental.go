@@ -412,24 +412,24 @@ func (x *Incremental) retranslate(snap *resource.Snapshot, opts Options, a *affe
 	x.saveStates(t, a.gateways, setScope, a.routes)
 
 	scope := make([]statusKey, 0, len(a.gateways)+len(setScope)+len(a.routes)+4)
-	for st := range x.res.StatusSet.ofKind(KindGatewayClass) {
+	for st := range x.res.StatusSet.ofKind(resource.KindGatewayClass) {
 		scope = append(scope, keyOfStatus(st))
 	}
 	for i := range t.statuses {
-		if st := &t.statuses[i]; st.Kind == KindGatewayClass {
+		if st := &t.statuses[i]; st.Kind == resource.KindGatewayClass {
 			scope = append(scope, keyOfStatus(st))
 		}
 	}
 	for g := range a.gateways {
-		scope = append(scope, statusKey{KindGateway, g})
+		scope = append(scope, statusKey{resource.KindGateway, g})
 	}
 	for s := range setScope {
-		scope = append(scope, statusKey{KindListenerSet, s})
+		scope = append(scope, statusKey{resource.KindListenerSet, s})
 	}
 	for r := range a.routes {
-		kind := KindHTTPRoute
+		kind := resource.KindHTTPRoute
 		if r.Kind == resource.KindGRPCRoute {
-			kind = KindGRPCRoute
+			kind = resource.KindGRPCRoute
 		}
 		scope = append(scope, statusKey{kind, r.Key})
 	}
@@ -567,7 +567,7 @@ func compareNames(nsa, na, nsb, nb string) int {
 }
 
 func compareStatuses(a, b *Status) int {
-	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+	if c := strings.Compare(a.Kind.String(), b.Kind.String()); c != 0 {
 		return c
 	}
 	return compareNames(a.Namespace, a.Name, b.Namespace, b.Name)

@@ -298,7 +298,7 @@ func TestClassProxyConfigContent(t *testing.T) {
 			r := Translate(s.Build(), Options{ControllerName: DefaultControllerName})
 			var class *gwv1.GatewayClassStatus
 			for _, st := range r.Statuses {
-				if st.Kind == KindGatewayClass {
+				if st.Kind == res.KindGatewayClass {
 					class = st.GatewayClass
 				}
 			}

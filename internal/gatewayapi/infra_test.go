@@ -46,7 +46,7 @@ func infraSnapshot(dep *appsv1.Deployment, svc *corev1.Service, pc *v1alpha1.Pro
 func gatewayStatusOf(t *testing.T, res *Result) *gwv1.GatewayStatus {
 	t.Helper()
 	for _, s := range res.Statuses {
-		if s.Kind == KindGateway {
+		if s.Kind == resource.KindGateway {
 			return s.Gateway
 		}
 	}

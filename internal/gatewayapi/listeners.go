@@ -62,9 +62,9 @@ type listener struct {
 // kindName is "Gateway" or "ListenerSet", the kind owning the listener.
 func (l *listener) ownerKind() string {
 	if l.set != nil {
-		return KindListenerSet
+		return resource.KindListenerSet.String()
 	}
-	return KindGateway
+	return resource.KindGateway.String()
 }
 
 func (l *listener) ownerNS() string {
@@ -95,9 +95,9 @@ type listenerSpec struct {
 }
 
 // routeKind returns a new RouteGroupKind of the Gateway API group.
-func routeKind(kind string) gwv1.RouteGroupKind {
+func routeKind(kind resource.Kind) gwv1.RouteGroupKind {
 	g := gwv1.Group(gwv1.GroupName)
-	return gwv1.RouteGroupKind{Group: &g, Kind: gwv1.Kind(kind)}
+	return gwv1.RouteGroupKind{Group: &g, Kind: gwv1.Kind(kind.String())}
 }
 
 // newListener validates a listener spec on its own (conflicts come later).
@@ -165,7 +165,7 @@ func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec l
 func (t *translator) listenerKinds(l *listener, ar *gwv1.AllowedRoutes) {
 	if ar == nil || len(ar.Kinds) == 0 {
 		l.http, l.grpc = true, true
-		l.kinds = []gwv1.RouteGroupKind{routeKind(KindHTTPRoute), routeKind(KindGRPCRoute)}
+		l.kinds = []gwv1.RouteGroupKind{routeKind(resource.KindHTTPRoute), routeKind(resource.KindGRPCRoute)}
 		return
 	}
 	l.kinds = []gwv1.RouteGroupKind{}
@@ -176,15 +176,15 @@ func (t *translator) listenerKinds(l *listener, ar *gwv1.AllowedRoutes) {
 			group = string(*k.Group)
 		}
 		switch {
-		case group == gwv1.GroupName && k.Kind == KindHTTPRoute:
+		case group == gwv1.GroupName && string(k.Kind) == resource.KindHTTPRoute.String():
 			if !l.http {
 				l.http = true
-				l.kinds = append(l.kinds, routeKind(KindHTTPRoute))
+				l.kinds = append(l.kinds, routeKind(resource.KindHTTPRoute))
 			}
-		case group == gwv1.GroupName && k.Kind == KindGRPCRoute:
+		case group == gwv1.GroupName && string(k.Kind) == resource.KindGRPCRoute.String():
 			if !l.grpc {
 				l.grpc = true
-				l.kinds = append(l.kinds, routeKind(KindGRPCRoute))
+				l.kinds = append(l.kinds, routeKind(resource.KindGRPCRoute))
 			}
 		default:
 			bad = append(bad, groupKind(group, string(k.Kind)))

@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,7 +74,7 @@ func TestListenerConflicts(t *testing.T) {
 					wantCond(t, ls.Conditions, string(gwv1.ListenerConditionProgrammed), metav1.ConditionFalse, w.conflict)
 				}
 			}
-			gw := status(t, res, KindGateway, "infra", "gw").Gateway
+			gw := status(t, res, resource.KindGateway, "infra", "gw").Gateway
 			st := metav1.ConditionFalse
 			if tc.gwOK {
 				st = metav1.ConditionTrue
@@ -93,7 +94,7 @@ func TestUnsupportedProtocolListener(t *testing.T) {
 	if len(ls.SupportedKinds) != 0 || ls.SupportedKinds == nil {
 		t.Errorf("supportedKinds = %#v, want empty non-nil", ls.SupportedKinds)
 	}
-	gw := status(t, res, KindGateway, "infra", "gw").Gateway
+	gw := status(t, res, resource.KindGateway, "infra", "gw").Gateway
 	wantCond(t, gw.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonListenersNotValid))
 	wantCond(t, gw.Conditions, string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse, string(gwv1.GatewayReasonInvalid))
 	if len(res.Gateways) != 0 {
@@ -108,12 +109,12 @@ func TestListenerRouteKinds(t *testing.T) {
 		wantKinds []string
 		resolved  bool
 	}{
-		{"default", nil, []string{KindHTTPRoute, KindGRPCRoute}, true},
-		{"HTTPRoute only", []gwv1.RouteGroupKind{{Kind: KindHTTPRoute}}, []string{KindHTTPRoute}, true},
-		{"duplicates collapse", []gwv1.RouteGroupKind{{Kind: KindGRPCRoute}, {Kind: KindGRPCRoute}}, []string{KindGRPCRoute}, true},
+		{"default", nil, []string{"HTTPRoute", "GRPCRoute"}, true},
+		{"HTTPRoute only", []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}}, []string{"HTTPRoute"}, true},
+		{"duplicates collapse", []gwv1.RouteGroupKind{{Kind: "GRPCRoute"}, {Kind: "GRPCRoute"}}, []string{"GRPCRoute"}, true},
 		{"only invalid", []gwv1.RouteGroupKind{{Kind: "TCPRoute"}}, nil, false},
-		{"valid and invalid", []gwv1.RouteGroupKind{{Kind: "UDPRoute"}, {Kind: KindHTTPRoute}}, []string{KindHTTPRoute}, false},
-		{"wrong group", []gwv1.RouteGroupKind{{Group: ptr(gwv1.Group("example.com")), Kind: KindHTTPRoute}}, nil, false},
+		{"valid and invalid", []gwv1.RouteGroupKind{{Kind: "UDPRoute"}, {Kind: "HTTPRoute"}}, []string{"HTTPRoute"}, false},
+		{"wrong group", []gwv1.RouteGroupKind{{Group: ptr(gwv1.Group("example.com")), Kind: "HTTPRoute"}}, nil, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,9 +190,9 @@ func TestListenerCertificates(t *testing.T) {
 		{"not a Secret", cfgMap, nil, string(gwv1.ListenerReasonInvalidCertificateRef), string(gwv1.ListenerReasonAccepted)},
 		{"other namespace without grant", otherNS, []any{tlsSecret("certs", "cert")}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonAccepted)},
 		{"other namespace, missing, without grant", missingOtherNS, nil, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonAccepted)},
-		{"other namespace with grant", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", KindGateway, "infra", "Secret", nil)}, "", string(gwv1.ListenerReasonAccepted)},
-		{"grant for another name", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", KindGateway, "infra", "Secret", ptr("other"))}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonAccepted)},
-		{"grant from another kind", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", KindHTTPRoute, "infra", "Secret", nil)}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonAccepted)},
+		{"other namespace with grant", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", "Gateway", "infra", "Secret", nil)}, "", string(gwv1.ListenerReasonAccepted)},
+		{"grant for another name", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", "Gateway", "infra", "Secret", ptr("other"))}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonAccepted)},
+		{"grant from another kind", otherNS, []any{tlsSecret("certs", "cert"), refGrant("certs", "g", "HTTPRoute", "infra", "Secret", nil)}, string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerReasonAccepted)},
 		{"passthrough", passthrough, nil, "", string(gwv1.ListenerReasonUnsupportedValue)},
 	}
 	for _, tc := range tests {
@@ -273,8 +274,8 @@ func TestGatewayLevelProblems(t *testing.T) {
 	withParams := gateway("infra", "params", httpL("http", 80, ""))
 	withParams.Spec.Infrastructure = &gwv1.GatewayInfrastructure{ParametersRef: &gwv1.LocalParametersReference{Kind: "ConfigMap", Name: "x"}}
 	res := translate(withAddr, withParams)
-	wantCond(t, status(t, res, KindGateway, "infra", "addr").Gateway.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonUnsupportedAddress))
-	wantCond(t, status(t, res, KindGateway, "infra", "params").Gateway.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonInvalidParameters))
+	wantCond(t, status(t, res, resource.KindGateway, "infra", "addr").Gateway.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonUnsupportedAddress))
+	wantCond(t, status(t, res, resource.KindGateway, "infra", "params").Gateway.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonInvalidParameters))
 	if len(res.Gateways) != 0 {
 		t.Errorf("IR built for rejected Gateways")
 	}
@@ -294,10 +295,10 @@ func TestGatewayClasses(t *testing.T) {
 	gwParams.Spec.GatewayClassName = "params"
 	res := translate(other, params, gwOther, gwParams)
 
-	if hasStatus(res, KindGatewayClass, "", "other") || hasStatus(res, KindGateway, "infra", "theirs") {
+	if hasStatus(res, resource.KindGatewayClass, "", "other") || hasStatus(res, resource.KindGateway, "infra", "theirs") {
 		t.Errorf("objects of another controller got a status")
 	}
-	st := status(t, res, KindGatewayClass, "", "portico").GatewayClass
+	st := status(t, res, resource.KindGatewayClass, "", "portico").GatewayClass
 	wantCond(t, st.Conditions, string(gwv1.GatewayClassConditionStatusAccepted), metav1.ConditionTrue, string(gwv1.GatewayClassReasonAccepted))
 	if len(st.SupportedFeatures) == 0 {
 		t.Fatal("no supported features")
@@ -307,12 +308,12 @@ func TestGatewayClasses(t *testing.T) {
 			t.Errorf("supportedFeatures not sorted: %v", st.SupportedFeatures)
 		}
 	}
-	ps := status(t, res, KindGatewayClass, "", "params")
+	ps := status(t, res, resource.KindGatewayClass, "", "params")
 	wantCond(t, ps.GatewayClass.Conditions, string(gwv1.GatewayClassConditionStatusAccepted), metav1.ConditionFalse, string(gwv1.GatewayClassReasonInvalidParameters))
 	if c := cond(t, ps.GatewayClass.Conditions, string(gwv1.GatewayClassConditionStatusAccepted)); c.ObservedGeneration != 7 || ps.Generation != 7 {
 		t.Errorf("observedGeneration = %d, generation %d, want 7", c.ObservedGeneration, ps.Generation)
 	}
-	wantCond(t, status(t, res, KindGateway, "infra", "params").Gateway.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonInvalid))
+	wantCond(t, status(t, res, resource.KindGateway, "infra", "params").Gateway.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonInvalid))
 }
 
 // A listener on a port the provisioned proxies use themselves (admin,

@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,7 +31,7 @@ func allowListeners(gw *gwv1.Gateway, from gwv1.FromNamespaces, sel *metav1.Labe
 
 func entryStatus(t *testing.T, res *Result, ns, name, listener string) gwv1.ListenerEntryStatus {
 	t.Helper()
-	for _, l := range status(t, res, KindListenerSet, ns, name).ListenerSet.Listeners {
+	for _, l := range status(t, res, resource.KindListenerSet, ns, name).ListenerSet.Listeners {
 		if string(l.Name) == listener {
 			return l
 		}
@@ -62,8 +63,8 @@ func TestListenerSetAllowed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ls := listenerSet(tc.lsNS, "ls", 1, "infra", "gw", httpL("extra", 8080, ""))
 			res := translate(tc.gw, ls, labeled)
-			st := status(t, res, KindListenerSet, tc.lsNS, "ls").ListenerSet
-			gw := status(t, res, KindGateway, "infra", "gw").Gateway
+			st := status(t, res, resource.KindListenerSet, tc.lsNS, "ls").ListenerSet
+			gw := status(t, res, resource.KindGateway, "infra", "gw").Gateway
 			if tc.allowed {
 				wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionTrue, string(gwv1.ListenerSetReasonAccepted))
 				wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionProgrammed), metav1.ConditionTrue, string(gwv1.ListenerSetReasonProgrammed))
@@ -91,7 +92,7 @@ func TestListenerSetParentNotOurs(t *testing.T) {
 	res := translate(theirs,
 		listenerSet("infra", "to-theirs", 0, "infra", "theirs", httpL("x", 81, "")),
 		listenerSet("infra", "to-missing", 0, "infra", "missing", httpL("x", 81, "")))
-	if hasStatus(res, KindListenerSet, "infra", "to-theirs") || hasStatus(res, KindListenerSet, "infra", "to-missing") {
+	if hasStatus(res, resource.KindListenerSet, "infra", "to-theirs") || hasStatus(res, resource.KindListenerSet, "infra", "to-missing") {
 		t.Errorf("ListenerSets of unknown or foreign parents got a status")
 	}
 }
@@ -140,7 +141,7 @@ func TestListenerSetMergeOrder(t *testing.T) {
 	// ListenersNotValid when some are not); those with none are
 	// ListenersNotValid and not counted.
 	for set, ok := range map[string]bool{"a": true, "b": true, "c": false, "d": false, "e": false} {
-		st := status(t, res, KindListenerSet, "team", set).ListenerSet
+		st := status(t, res, resource.KindListenerSet, "team", set).ListenerSet
 		if ok {
 			reason := string(gwv1.ListenerSetReasonAccepted)
 			if set == "a" {
@@ -153,7 +154,7 @@ func TestListenerSetMergeOrder(t *testing.T) {
 			wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionProgrammed), metav1.ConditionFalse, string(gwv1.ListenerSetReasonListenersNotValid))
 		}
 	}
-	gst := status(t, res, KindGateway, "infra", "gw").Gateway
+	gst := status(t, res, resource.KindGateway, "infra", "gw").Gateway
 	if *gst.AttachedListenerSets != 2 {
 		t.Errorf("attachedListenerSets = %d, want 2", *gst.AttachedListenerSets)
 	}
@@ -170,7 +171,7 @@ func TestListenerSetMergeOrder(t *testing.T) {
 func TestListenerSetParentNotAccepted(t *testing.T) {
 	gw := allowListeners(gateway("infra", "gw", gwv1.Listener{Name: "udp", Port: 53, Protocol: gwv1.UDPProtocolType}), gwv1.NamespacesFromSame, nil)
 	res := translate(gw, listenerSet("infra", "ls", 0, "infra", "gw", httpL("http", 80, "")))
-	st := status(t, res, KindListenerSet, "infra", "ls").ListenerSet
+	st := status(t, res, resource.KindListenerSet, "infra", "ls").ListenerSet
 	wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerSetReasonParentNotAccepted))
 	// Programmed uses the reason the ListenerSet specification lists for it.
 	wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionProgrammed), metav1.ConditionFalse, "ParentNotProgrammed")
@@ -186,22 +187,22 @@ func TestListenerSetCertificateGrants(t *testing.T) {
 	ls := listenerSet("team", "ls", 0, "infra", "gw", l, httpL("plain", 8080, ""))
 
 	// A grant to the parent Gateway is not inherited by the ListenerSet.
-	res := translate(gw, ls, tlsSecret("certs", "cert"), refGrant("certs", "to-gw", KindGateway, "infra", "Secret", nil))
+	res := translate(gw, ls, tlsSecret("certs", "cert"), refGrant("certs", "to-gw", "Gateway", "infra", "Secret", nil))
 	e := entryStatus(t, res, "team", "ls", "https")
 	wantCond(t, e.Conditions, string(gwv1.ListenerEntryConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.ListenerEntryReasonRefNotPermitted))
 	wantCond(t, e.Conditions, string(gwv1.ListenerEntryConditionAccepted), metav1.ConditionTrue, string(gwv1.ListenerEntryReasonAccepted))
 	wantCond(t, e.Conditions, string(gwv1.ListenerEntryConditionProgrammed), metav1.ConditionFalse, string(gwv1.ListenerEntryReasonInvalid))
-	wantCond(t, status(t, res, KindListenerSet, "team", "ls").ListenerSet.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionTrue, string(gwv1.ListenerSetReasonListenersNotValid))
+	wantCond(t, status(t, res, resource.KindListenerSet, "team", "ls").ListenerSet.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionTrue, string(gwv1.ListenerSetReasonListenersNotValid))
 
 	// Without its plain listener the ListenerSet has nothing to serve: not
 	// accepted, as ListenerSetReferenceGrant of the conformance suite expects.
 	only := listenerSet("team", "only", 0, "infra", "gw", l)
 	res = translate(gw, only, tlsSecret("certs", "cert"))
-	st := status(t, res, KindListenerSet, "team", "only").ListenerSet
+	st := status(t, res, resource.KindListenerSet, "team", "only").ListenerSet
 	wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerSetReasonListenersNotValid))
 	wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionProgrammed), metav1.ConditionFalse, string(gwv1.ListenerSetReasonListenersNotValid))
 
-	res = translate(gw, ls, tlsSecret("certs", "cert"), refGrant("certs", "to-ls", KindListenerSet, "team", "Secret", nil))
+	res = translate(gw, ls, tlsSecret("certs", "cert"), refGrant("certs", "to-ls", "ListenerSet", "team", "Secret", nil))
 	e = entryStatus(t, res, "team", "ls", "https")
 	wantCond(t, e.Conditions, string(gwv1.ListenerEntryConditionResolvedRefs), metav1.ConditionTrue, string(gwv1.ListenerEntryReasonResolvedRefs))
 	wantCond(t, e.Conditions, string(gwv1.ListenerEntryConditionProgrammed), metav1.ConditionTrue, string(gwv1.ListenerEntryReasonProgrammed))

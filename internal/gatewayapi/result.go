@@ -5,19 +5,11 @@ import (
 
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/proxyspec"
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 // DefaultControllerName is the GatewayClass controllerName Portico serves.
 const DefaultControllerName = "portico.dev/gateway-controller"
-
-// Kinds of objects that get a status.
-const (
-	KindGatewayClass = "GatewayClass"
-	KindGateway      = "Gateway"
-	KindListenerSet  = "ListenerSet"
-	KindHTTPRoute    = "HTTPRoute"
-	KindGRPCRoute    = "GRPCRoute"
-)
 
 // Options parameterise a translation. They hold values, never clients.
 type Options struct {
@@ -70,7 +62,7 @@ func (r *Result) Statuses(yield func(int, Status) bool) {
 // Status is the desired status of one object. Exactly one of the typed
 // fields is set, matching Kind.
 type Status struct {
-	Kind      string
+	Kind      resource.Kind
 	Namespace string
 	Name      string
 	// Generation is the metadata.generation the status was computed from.
@@ -87,7 +79,7 @@ type Status struct {
 // Key is "<Kind>/<namespace>/<name>" ("<Kind>/<name>" when cluster-scoped).
 func (s *Status) Key() string {
 	if s.Namespace == "" {
-		return s.Kind + "/" + s.Name
+		return s.Kind.String() + "/" + s.Name
 	}
-	return s.Kind + "/" + s.Namespace + "/" + s.Name
+	return s.Kind.String() + "/" + s.Namespace + "/" + s.Name
 }

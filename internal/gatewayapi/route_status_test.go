@@ -18,7 +18,7 @@ func TestResolvedRefsMessageDeduplicated(t *testing.T) {
 	other := gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefixMatch("/x")}, BackendRefs: []gwv1.HTTPBackendRef{backend("ghost", 80), backend("gone", 80)}}
 	r := httpRoute("infra", "r", []gwv1.ParentReference{parent("gw")}, nil, rule, other)
 	res := translate(gateway("infra", "gw", httpL("http", 80, "")), r)
-	c := cond(t, routeParent(t, res, KindHTTPRoute, "infra", "r", 0).Conditions, string(gwv1.RouteConditionResolvedRefs))
+	c := cond(t, routeParent(t, res, resource.KindHTTPRoute, "infra", "r", 0).Conditions, string(gwv1.RouteConditionResolvedRefs))
 	want := "Service infra/ghost does not exist; Service infra/gone does not exist"
 	if c.Message != want {
 		t.Errorf("message = %q, want %q", c.Message, want)
@@ -38,7 +38,7 @@ func TestCoreGroupKindInMessages(t *testing.T) {
 			ParametersRef: &gwv1.ParametersReference{Group: "", Kind: "ConfigMap", Name: "cfg", Namespace: ptr(gwv1.Namespace("infra"))}},
 	})
 	res := Translate(s.Build(), Options{ControllerName: testController})
-	c := cond(t, status(t, res, KindGatewayClass, "", "portico").GatewayClass.Conditions, string(gwv1.GatewayClassConditionStatusAccepted))
+	c := cond(t, status(t, res, resource.KindGatewayClass, "", "portico").GatewayClass.Conditions, string(gwv1.GatewayClassConditionStatusAccepted))
 	if !strings.Contains(c.Message, `parametersRef ConfigMap "cfg"`) {
 		t.Errorf("message = %q", c.Message)
 	}
@@ -55,8 +55,8 @@ func TestRouteOfRejectedGateway(t *testing.T) {
 	gw.Spec.Addresses = []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}}
 	r := httpRoute("infra", "r", []gwv1.ParentReference{parent("gw")}, nil, simpleRule())
 	res := translate(gw, r, service("infra", "web", 80))
-	wantCond(t, status(t, res, KindGateway, "infra", "gw").Gateway.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonUnsupportedAddress))
-	c := cond(t, routeParent(t, res, KindHTTPRoute, "infra", "r", 0).Conditions, string(gwv1.RouteConditionAccepted))
+	wantCond(t, status(t, res, resource.KindGateway, "infra", "gw").Gateway.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonUnsupportedAddress))
+	c := cond(t, routeParent(t, res, resource.KindHTTPRoute, "infra", "r", 0).Conditions, string(gwv1.RouteConditionAccepted))
 	if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "Gateway infra/gw is not accepted") {
 		t.Errorf("Accepted = %s %q", c.Status, c.Message)
 	}
@@ -69,7 +69,7 @@ func TestRouteOfRejectedGateway(t *testing.T) {
 	gw = gateway("infra", "gw", httpsL("https", 443, "", "missing"), httpL("http", 80, ""))
 	r = httpRoute("infra", "r", []gwv1.ParentReference{sectionRef("gw", "https")}, nil, simpleRule())
 	res = translate(gw, r, service("infra", "web", 80))
-	c = cond(t, routeParent(t, res, KindHTTPRoute, "infra", "r", 0).Conditions, string(gwv1.RouteConditionAccepted))
+	c = cond(t, routeParent(t, res, resource.KindHTTPRoute, "infra", "r", 0).Conditions, string(gwv1.RouteConditionAccepted))
 	if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "none of its listeners is programmed") {
 		t.Errorf("Accepted = %s %q", c.Status, c.Message)
 	}

@@ -14,7 +14,7 @@ import (
 
 // routeState is an HTTPRoute or GRPCRoute being translated.
 type routeState struct {
-	kind    string
+	kind    resource.Kind
 	meta    *metav1.ObjectMeta
 	spec    gwv1.CommonRouteSpec
 	rules   compiledRules
@@ -81,7 +81,7 @@ func (t *translator) processRoutes() {
 		if r == nil {
 			continue
 		}
-		rs := newRouteState(KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec)
+		rs := newRouteState(resource.KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec)
 		t.compile(rs, resource.Ref{Kind: resource.KindHTTPRoute, Key: k}, r.Spec.Hostnames, func() { t.compileHTTPRoute(rs, r.Spec.Rules) })
 		t.attach(rs)
 		rs.attachAll()
@@ -92,7 +92,7 @@ func (t *translator) processRoutes() {
 		if r == nil {
 			continue
 		}
-		rs := newRouteState(KindGRPCRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec)
+		rs := newRouteState(resource.KindGRPCRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec)
 		t.compile(rs, resource.Ref{Kind: resource.KindGRPCRoute, Key: k}, r.Spec.Hostnames, func() { t.compileGRPCRoute(rs, r.Spec.Rules) })
 		t.attach(rs)
 		rs.attachAll()
@@ -135,8 +135,8 @@ type compiledMemo struct {
 }
 
 // kindIndex is 0 for HTTPRoutes, 1 for GRPCRoutes.
-func kindIndex(kind string) int {
-	if kind == KindGRPCRoute {
+func kindIndex(kind resource.Kind) int {
+	if kind == resource.KindGRPCRoute {
 		return 1
 	}
 	return 0
@@ -154,7 +154,7 @@ func (rs *routeState) attachAll() {
 	}
 }
 
-func newRouteState(kind string, meta *metav1.ObjectMeta, spec gwv1.CommonRouteSpec) *routeState {
+func newRouteState(kind resource.Kind, meta *metav1.ObjectMeta, spec gwv1.CommonRouteSpec) *routeState {
 	return &routeState{kind: kind, meta: meta, spec: spec}
 }
 
@@ -250,7 +250,7 @@ func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []
 	var allowed []*listener
 	kindOK := false
 	for _, l := range relevant {
-		if (rs.kind == KindHTTPRoute && !l.http) || (rs.kind == KindGRPCRoute && !l.grpc) {
+		if (rs.kind == resource.KindHTTPRoute && !l.http) || (rs.kind == resource.KindGRPCRoute && !l.grpc) {
 			continue
 		}
 		kindOK = true
@@ -308,8 +308,8 @@ func (t *translator) resolveKindCollisions() {
 		for _, l := range g.merged {
 			hasHTTP, hasGRPC := false, false
 			for _, a := range l.attachments {
-				hasHTTP = hasHTTP || a.route.kind == KindHTTPRoute
-				hasGRPC = hasGRPC || a.route.kind == KindGRPCRoute
+				hasHTTP = hasHTTP || a.route.kind == resource.KindHTTPRoute
+				hasGRPC = hasGRPC || a.route.kind == resource.KindGRPCRoute
 			}
 			if !hasHTTP || !hasGRPC {
 				continue

@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"fmt"
+	"github.com/portico-dev/portico/internal/resource"
 	"sort"
 	"strings"
 
@@ -67,7 +68,7 @@ func ServedStatuses(set StatusSet, outcomes map[string]XDSOutcome) StatusSet {
 			continue
 		}
 		ns, name, _ := strings.Cut(key, "/")
-		if s := set.Get(KindGateway, ns, name); s != nil && s.Gateway != nil {
+		if s := set.Get(resource.KindGateway, ns, name); s != nil && s.Gateway != nil {
 			msg := "the configuration served is not the current one: " + o.Failed
 			if o.Failed == "" {
 				msg = fmt.Sprintf("%d piece(s) of the configuration cannot be served and are left out: %s", len(o.Dropped), listDropped(o.Dropped))
@@ -82,7 +83,7 @@ func ServedStatuses(set StatusSet, outcomes map[string]XDSOutcome) StatusSet {
 			if !ok {
 				continue
 			}
-			sk := kind + "/" + rns + "/" + rname
+			sk := kind.String() + "/" + rns + "/" + rname
 			edit := routeEdits[sk]
 			if edit == nil {
 				s := set.Get(kind, rns, rname)
@@ -134,21 +135,21 @@ func listDropped(ds []Dropped) string {
 	return strings.Join(parts, "; ")
 }
 
-func kindPrefix(kind string) string { return strings.ToLower(kind) + "/" }
+func kindPrefix(kind resource.Kind) string { return strings.ToLower(kind.String()) + "/" }
 
 // routeOfIRName parses irRouteName's "<kind>/<ns>/<name>/rule/…".
-func routeOfIRName(s string) (kind, ns, name string, ok bool) {
+func routeOfIRName(s string) (kind resource.Kind, ns, name string, ok bool) {
 	parts := strings.SplitN(s, "/", 4)
 	if len(parts) < 4 {
-		return "", "", "", false
+		return 0, "", "", false
 	}
 	switch parts[0] {
 	case "httproute":
-		kind = KindHTTPRoute
+		kind = resource.KindHTTPRoute
 	case "grpcroute":
-		kind = KindGRPCRoute
+		kind = resource.KindGRPCRoute
 	default:
-		return "", "", "", false
+		return 0, "", "", false
 	}
 	return kind, parts[1], parts[2], true
 }

@@ -98,7 +98,7 @@ func (s StatusSet) All() iter.Seq2[int, *Status] {
 
 // Get returns the status of an object (namespace "" when cluster-scoped),
 // or nil.
-func (s StatusSet) Get(kind, namespace, name string) *Status {
+func (s StatusSet) Get(kind resource.Kind, namespace, name string) *Status {
 	k := statusKey{kind, resource.Key{Namespace: namespace, Name: name}}
 	n := s.root
 	if n == nil {
@@ -114,7 +114,7 @@ func (s StatusSet) Get(kind, namespace, name string) *Status {
 }
 
 // ofKind yields the statuses of one kind, in order.
-func (s StatusSet) ofKind(kind string) iter.Seq[*Status] {
+func (s StatusSet) ofKind(kind resource.Kind) iter.Seq[*Status] {
 	return func(yield func(*Status) bool) {
 		s.root.from(statusKey{kind: kind}, func(st *Status) bool {
 			return st.Kind == kind && yield(st)
@@ -135,7 +135,7 @@ func (s StatusSet) With(statuses ...Status) StatusSet {
 
 // Without returns the set without the status of an object; s is not
 // changed.
-func (s StatusSet) Without(kind, namespace, name string) StatusSet {
+func (s StatusSet) Without(kind resource.Kind, namespace, name string) StatusSet {
 	if s.Get(kind, namespace, name) == nil {
 		return s
 	}
@@ -530,7 +530,7 @@ func sharedHead(a, b *statusCursor) (int, int, bool) {
 // compareKeyOf orders a status and a key as compareStatuses orders
 // statuses.
 func compareKeyOf(s *Status, k statusKey) int {
-	if c := strings.Compare(s.Kind, k.kind); c != 0 {
+	if c := strings.Compare(s.Kind.String(), k.kind.String()); c != 0 {
 		return c
 	}
 	return compareNames(s.Namespace, s.Name, k.key.Namespace, k.key.Name)

@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"fmt"
+	"github.com/portico-dev/portico/internal/resource"
 	"maps"
 	"math/rand/v2"
 	"reflect"
@@ -11,13 +12,13 @@ import (
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 )
 
-var setKinds = []string{KindGRPCRoute, KindGateway, KindGatewayClass, KindHTTPRoute, KindListenerSet}
+var setKinds = []resource.Kind{resource.KindGRPCRoute, resource.KindGateway, resource.KindGatewayClass, resource.KindHTTPRoute, resource.KindListenerSet}
 
 // randomStatus returns a status of a random object among about keys.
 func randomStatus(rng *rand.Rand, keys int) Status {
 	kind := setKinds[rng.IntN(len(setKinds))]
 	ns := fmt.Sprintf("ns%d", rng.IntN(4))
-	if kind == KindGatewayClass {
+	if kind == resource.KindGatewayClass {
 		ns = ""
 	}
 	return Status{Kind: kind, Namespace: ns, Name: fmt.Sprintf("o%04d", rng.IntN(keys)), Generation: rng.Int64N(1 << 40)}
@@ -59,7 +60,7 @@ func checkSet(t *testing.T, what string, s StatusSet, m model) {
 			t.Fatalf("%s: Get(%s) = %v", what, st.Key(), got)
 		}
 	}
-	if s.Get(KindHTTPRoute, "ns0", "absent") != nil {
+	if s.Get(resource.KindHTTPRoute, "ns0", "absent") != nil {
 		t.Fatalf("%s: Get of an absent object", what)
 	}
 	if s.root == nil {
@@ -248,30 +249,30 @@ func TestStatusSetEdits(t *testing.T) {
 func TestStatusSetWithWithoutAndKinds(t *testing.T) {
 	var s StatusSet
 	for i := range 300 {
-		s = s.With(Status{Kind: KindHTTPRoute, Namespace: "apps", Name: fmt.Sprintf("r%03d", i)})
+		s = s.With(Status{Kind: resource.KindHTTPRoute, Namespace: "apps", Name: fmt.Sprintf("r%03d", i)})
 	}
-	s = s.With(Status{Kind: KindGatewayClass, Name: "b"}, Status{Kind: KindGatewayClass, Name: "a"},
-		Status{Kind: KindGateway, Namespace: "infra", Name: "gw"})
+	s = s.With(Status{Kind: resource.KindGatewayClass, Name: "b"}, Status{Kind: resource.KindGatewayClass, Name: "a"},
+		Status{Kind: resource.KindGateway, Namespace: "infra", Name: "gw"})
 	var classes []string
-	for st := range s.ofKind(KindGatewayClass) {
+	for st := range s.ofKind(resource.KindGatewayClass) {
 		classes = append(classes, st.Name)
 	}
 	if fmt.Sprint(classes) != "[a b]" {
 		t.Errorf("GatewayClasses %v", classes)
 	}
-	for range s.ofKind(KindListenerSet) {
+	for range s.ofKind(resource.KindListenerSet) {
 		t.Error("a ListenerSet in a set of none")
 	}
 	before := s
-	changed := s.With(Status{Kind: KindHTTPRoute, Namespace: "apps", Name: "r150", Generation: 2})
-	removed := changed.Without(KindHTTPRoute, "apps", "r007")
-	if removed.Without(KindHTTPRoute, "apps", "nothing") != removed {
+	changed := s.With(Status{Kind: resource.KindHTTPRoute, Namespace: "apps", Name: "r150", Generation: 2})
+	removed := changed.Without(resource.KindHTTPRoute, "apps", "r007")
+	if removed.Without(resource.KindHTTPRoute, "apps", "nothing") != removed {
 		t.Error("removing an absent status made a new set")
 	}
 	if got := diffOf(t, before, removed); fmt.Sprint(got) != "[-HTTPRoute/apps/r007 ~HTTPRoute/apps/r150]" {
 		t.Errorf("diff %v", got)
 	}
-	if s.Len() != 303 || removed.Len() != 302 || before.Get(KindHTTPRoute, "apps", "r150").Generation != 0 {
+	if s.Len() != 303 || removed.Len() != 302 || before.Get(resource.KindHTTPRoute, "apps", "r150").Generation != 0 {
 		t.Error("an edit changed the set it was made from")
 	}
 	if diffOf(t, removed, removed) != nil {
@@ -300,7 +301,7 @@ func TestIncrementalSharesStatuses(t *testing.T) {
 			changed = append(changed, cur.Key())
 		}
 	}
-	want := (&Status{Kind: KindHTTPRoute, Namespace: k.Namespace, Name: k.Name}).Key()
+	want := (&Status{Kind: resource.KindHTTPRoute, Namespace: k.Namespace, Name: k.Name}).Key()
 	if fmt.Sprint(changed) != "["+want+"]" {
 		t.Errorf("changed statuses %v, want %s", changed, want)
 	}
@@ -336,11 +337,11 @@ func deref(s *Status) any {
 func TestStatusSetIteratorsStop(t *testing.T) {
 	var in []Status
 	for i := range 200 {
-		in = append(in, Status{Kind: KindHTTPRoute, Namespace: "a", Name: fmt.Sprintf("r%03d", i)})
+		in = append(in, Status{Kind: resource.KindHTTPRoute, Namespace: "a", Name: fmt.Sprintf("r%03d", i)})
 	}
 	a := NewStatusSet(in)
-	b := a.With(Status{Kind: KindHTTPRoute, Namespace: "a", Name: "r100", Generation: 1},
-		Status{Kind: KindHTTPRoute, Namespace: "a", Name: "r150", Generation: 1})
+	b := a.With(Status{Kind: resource.KindHTTPRoute, Namespace: "a", Name: "r100", Generation: 1},
+		Status{Kind: resource.KindHTTPRoute, Namespace: "a", Name: "r150", Generation: 1})
 	n := 0
 	for range DiffStatuses(a, b) {
 		n++
@@ -350,7 +351,7 @@ func TestStatusSetIteratorsStop(t *testing.T) {
 		n++
 		break
 	}
-	for range a.ofKind(KindHTTPRoute) {
+	for range a.ofKind(resource.KindHTTPRoute) {
 		n++
 		break
 	}
@@ -366,7 +367,7 @@ func BenchmarkStatusSetEdit(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {
 		in := make([]Status, n)
 		for i := range in {
-			in[i] = Status{Kind: KindHTTPRoute, Namespace: fmt.Sprintf("ns%d", i%10), Name: fmt.Sprintf("r%06d", i)}
+			in[i] = Status{Kind: resource.KindHTTPRoute, Namespace: fmt.Sprintf("ns%d", i%10), Name: fmt.Sprintf("r%06d", i)}
 		}
 		base := NewStatusSet(in)
 		edit := func(s StatusSet, i int) StatusSet {

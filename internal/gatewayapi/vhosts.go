@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"slices"
 	"strings"
 
@@ -197,7 +198,7 @@ type clusterUse struct {
 }
 
 func inputOf(a *attachment, effective string) vhostInput {
-	in := vhostInput{grpc: a.route.kind == KindGRPCRoute, origin: originRank(a, effective)}
+	in := vhostInput{grpc: a.route.kind == resource.KindGRPCRoute, origin: originRank(a, effective)}
 	if len(a.route.rules.routes) > 0 {
 		in.first = a.route.rules.routes[0]
 	}
@@ -328,7 +329,7 @@ func placeRoutes(host string, byHost map[string][]*attachment) []placedRoute {
 					}
 					placed[cr] = struct{}{}
 				}
-				out = append(out, placedRoute{cr: cr, rank: rank, origin: origin, grpc: a.route.kind == KindGRPCRoute})
+				out = append(out, placedRoute{cr: cr, rank: rank, origin: origin, grpc: a.route.kind == resource.KindGRPCRoute})
 			}
 		}
 	})

@@ -99,7 +99,7 @@ func install(p *Pipeline) *fake {
 			f.mu.Unlock()
 			res.Gateways = append(res.Gateways, &ir.Gateway{Namespace: k.Namespace, Name: k.Name})
 			statuses = append(statuses, gatewayapi.Status{
-				Kind: gatewayapi.KindGateway, Namespace: k.Namespace, Name: k.Name,
+				Kind: resource.KindGateway, Namespace: k.Namespace, Name: k.Name,
 				Gateway: &gwv1.GatewayStatus{Conditions: []metav1.Condition{{Type: "Accepted", Status: "True"}}},
 			})
 		}
@@ -206,7 +206,7 @@ func TestReadyAndAccessors(t *testing.T) {
 		t.Fatal("not ready after the first translation")
 	}
 	statuses := <-st.got
-	if first := statuses.Get(gatewayapi.KindGateway, "default", "gw"); statuses.Len() != 2 || first == nil {
+	if first := statuses.Get(resource.KindGateway, "default", "gw"); statuses.Len() != 2 || first == nil {
 		t.Errorf("%d statuses, default/gw's %+v (want 2)", statuses.Len(), first)
 	}
 
@@ -217,7 +217,7 @@ func TestReadyAndAccessors(t *testing.T) {
 	if l.XDS[0].Gateway != "default/gw" || l.XDS[0].Version != "g1" || l.XDS[1].Gateway != "other/gw2" {
 		t.Errorf("Latest XDS = %s@%s, %s, want default/gw@g1 and other/gw2 (sorted)", l.XDS[0].Gateway, l.XDS[0].Version, l.XDS[1].Gateway)
 	}
-	if l.Result == nil || l.Result.StatusSet.Len() != 2 || l.Result.StatusSet.Get(gatewayapi.KindGateway, "default", "gw") == nil {
+	if l.Result == nil || l.Result.StatusSet.Len() != 2 || l.Result.StatusSet.Get(resource.KindGateway, "default", "gw") == nil {
 		t.Errorf("Latest Result = %+v, want the statuses of both Gateways", l.Result)
 	}
 	if n := testutilCount(t, m, "portico_translation_duration_seconds"); n != 1 {
@@ -378,7 +378,7 @@ func TestStatusesSayWhatIsServed(t *testing.T) {
 	start(t, p)
 	programmed := func(set gatewayapi.StatusSet, gw string) *metav1.Condition {
 		ns, name, _ := strings.Cut(gw, "/")
-		g := set.Get(gatewayapi.KindGateway, ns, name)
+		g := set.Get(resource.KindGateway, ns, name)
 		if g == nil {
 			t.Fatalf("no status for %s", gw)
 		}

@@ -114,7 +114,7 @@ func Statuses(res *gatewayapi.Result) []StatusObject {
 	for _, s := range res.StatusSet.All() {
 		objs = append(objs, StatusObject{
 			APIVersion: APIVersion,
-			Kind:       s.Kind,
+			Kind:       s.Kind.String(),
 			Metadata:   Metadata{Namespace: s.Namespace, Name: s.Name},
 			Status:     typedStatus(s),
 		})

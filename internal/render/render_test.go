@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/portico-dev/portico/internal/resource"
 	"strings"
 	"testing"
 	"time"
@@ -24,10 +25,10 @@ var now = metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 
 func testResult() *gatewayapi.Result {
 	return &gatewayapi.Result{StatusSet: gatewayapi.NewStatusSet([]gatewayapi.Status{
-		{Kind: gatewayapi.KindGatewayClass, Name: "portico", GatewayClass: &gwv1.GatewayClassStatus{
+		{Kind: resource.KindGatewayClass, Name: "portico", GatewayClass: &gwv1.GatewayClassStatus{
 			Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: now, ObservedGeneration: 1}},
 		}},
-		{Kind: gatewayapi.KindHTTPRoute, Namespace: "default", Name: "web", Route: &gwv1.RouteStatus{
+		{Kind: resource.KindHTTPRoute, Namespace: "default", Name: "web", Route: &gwv1.RouteStatus{
 			Parents: []gwv1.RouteParentStatus{{ControllerName: "portico.dev/gateway-controller", ParentRef: gwv1.ParentReference{Name: "gw"}}},
 		}},
 	})}

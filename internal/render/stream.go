@@ -85,7 +85,7 @@ func WriteStatuses(w io.Writer, res *gatewayapi.Result) error {
 			a.elem()
 			s.value(StatusObject{
 				APIVersion: APIVersion,
-				Kind:       st.Kind,
+				Kind:       st.Kind.String(),
 				Metadata:   Metadata{Namespace: st.Namespace, Name: st.Name},
 				Status:     typedStatus(st),
 			}, 1)

@@ -28,6 +28,23 @@ const (
 var kindNames = [...]string{"", "GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute",
 	"ReferenceGrant", "Service", "EndpointSlice", "Secret", "Namespace", "ProxyConfig", "Deployment"}
 
+// RouteKinds are the kinds of routes, in the order translations take them.
+// A route kind is registered here (and in the snapshot, the loader and the
+// provider's watches, which hold its objects) for the kind-agnostic
+// machinery: the incremental engine, the status writer; its semantics are
+// one file of package gatewayapi and its entry in that package's table.
+var RouteKinds = []Kind{KindHTTPRoute, KindGRPCRoute}
+
+// IsRoute reports whether k is a kind of route.
+func (k Kind) IsRoute() bool {
+	for _, r := range RouteKinds {
+		if r == k {
+			return true
+		}
+	}
+	return false
+}
+
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]

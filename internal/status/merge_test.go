@@ -1,6 +1,7 @@
 package status
 
 import (
+	"github.com/portico-dev/portico/internal/resource"
 	"testing"
 	"time"
 
@@ -77,7 +78,7 @@ func TestMergeRouteKeepsForeignAndReplacesOurs(t *testing.T) {
 func TestApplyDesiredSkipsNoOp(t *testing.T) {
 	gw := &gwv1.Gateway{}
 	gw.Generation = 1
-	desired := &gatewayapi.Status{Kind: gatewayapi.KindGateway, Gateway: &gwv1.GatewayStatus{
+	desired := &gatewayapi.Status{Kind: resource.KindGateway, Gateway: &gwv1.GatewayStatus{
 		Conditions: []metav1.Condition{cond("Accepted", "True", t1)},
 		Listeners: []gwv1.ListenerStatus{{
 			Name: "http", SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
@@ -110,9 +111,9 @@ func TestApplyDesiredSkipsNoOp(t *testing.T) {
 func TestPublishCoalescesAndClearsRoutes(t *testing.T) {
 	w := New(Config{ControllerName: string(ours)})
 	t.Cleanup(w.queue.ShutDown)
-	route := gatewayapi.Status{Kind: gatewayapi.KindHTTPRoute, Namespace: "ns", Name: "r", Generation: 1,
+	route := gatewayapi.Status{Kind: resource.KindHTTPRoute, Namespace: "ns", Name: "r", Generation: 1,
 		Route: &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{parent(ours, "gw", cond("Accepted", "True", t0))}}}
-	gc := gatewayapi.Status{Kind: gatewayapi.KindGatewayClass, Name: "c", Generation: 1,
+	gc := gatewayapi.Status{Kind: resource.KindGatewayClass, Name: "c", Generation: 1,
 		GatewayClass: &gwv1.GatewayClassStatus{Conditions: []metav1.Condition{cond("Accepted", "True", t0)}}}
 	w.Publish(setOf(route, gc))
 	if n := w.Pending(); n != 2 {

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"errors"
+	"github.com/portico-dev/portico/internal/resource"
 	"reflect"
 	"testing"
 
@@ -12,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/portico-dev/portico/internal/gatewayapi"
 )
 
 // staleReader answers with the objects as they were when it was made, like
@@ -84,7 +83,7 @@ func TestGatewayStatusWrittenOverConcurrentSpecWrite(t *testing.T) {
 		t.Errorf("%d status writes, want 1", n)
 	}
 	var m dto.Metric
-	if err := w.cfg.Metrics.Writes.WithLabelValues(gatewayapi.KindGateway, ResultConflict).Write(&m); err != nil {
+	if err := w.cfg.Metrics.Writes.WithLabelValues(resource.KindGateway.String(), ResultConflict).Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	if n := m.GetCounter().GetValue(); n != 0 {

@@ -42,9 +42,9 @@ package status
 import (
 	"context"
 	"fmt"
+	"github.com/portico-dev/portico/internal/resource"
 	"log/slog"
 	"reflect"
-	"slices"
 	"sync"
 	"time"
 
@@ -137,9 +137,7 @@ func (e *entry) removal() bool { return isRemoval(&e.status) }
 
 func isRemoval(s *gatewayapi.Status) bool { return isRoute(s.Kind) && s.Route == nil }
 
-func isRoute(kind string) bool {
-	return slices.Contains(routeKinds, kind)
-}
+func isRoute(kind resource.Kind) bool { return kind.IsRoute() }
 
 // New returns a Writer; Run starts its workers.
 func New(cfg Config) *Writer { return newWriter(cfg, clock.RealClock{}) }
@@ -282,7 +280,7 @@ func sameDesired(a, b *gatewayapi.Status) bool {
 // Observe tells the writer that an object's status changed on the server
 // (an informer event). If the object has a desired status it is re-checked,
 // so a status edited by someone else is corrected (drift self-heals).
-func (w *Writer) Observe(kind string, key types.NamespacedName) {
+func (w *Writer) Observe(kind resource.Kind, key types.NamespacedName) {
 	k := (&gatewayapi.Status{Kind: kind, Namespace: key.Namespace, Name: key.Name}).Key()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -321,7 +319,7 @@ func (w *Writer) sweep(ctx context.Context) {
 	defer cancel()
 	controller := gwv1.GatewayController(w.cfg.ControllerName)
 	var stale []gatewayapi.Status
-	for _, kind := range routeKinds {
+	for _, kind := range resource.RouteKinds {
 		list, err := newList(kind)
 		if err != nil {
 			continue
@@ -456,10 +454,10 @@ func (w *Writer) processNext() bool {
 		w.queue.Forget(key)
 	case apierrors.IsConflict(err):
 		// Someone else wrote first: re-read and retry promptly.
-		w.cfg.Metrics.Writes.WithLabelValues(st.Kind, ResultConflict).Inc()
+		w.cfg.Metrics.Writes.WithLabelValues(st.Kind.String(), ResultConflict).Inc()
 		w.queue.AddRateLimited(key)
 	default:
-		w.cfg.Metrics.Writes.WithLabelValues(st.Kind, ResultError).Inc()
+		w.cfg.Metrics.Writes.WithLabelValues(st.Kind.String(), ResultError).Inc()
 		w.cfg.Log.Warn("status write failed, will retry", "object", key, "err", err,
 			"retries", w.queue.NumRequeues(key))
 		w.queue.AddRateLimited(key)
@@ -556,7 +554,7 @@ func (w *Writer) write(ctx context.Context, e *entry, s *gatewayapi.Status, from
 		orig = obj.DeepCopyObject().(client.Object)
 	}
 	if !applyDesired(obj, s, gwv1.GatewayController(w.cfg.ControllerName), now) {
-		w.cfg.Metrics.Writes.WithLabelValues(s.Kind, ResultSkipped).Inc()
+		w.cfg.Metrics.Writes.WithLabelValues(s.Kind.String(), ResultSkipped).Inc()
 		return nil
 	}
 	// A change published meanwhile waits for the interval (see done).
@@ -566,7 +564,7 @@ func (w *Writer) write(ctx context.Context, e *entry, s *gatewayapi.Status, from
 	if err := w.update(ctx, obj, orig); err != nil {
 		return err
 	}
-	w.cfg.Metrics.Writes.WithLabelValues(s.Kind, ResultWritten).Inc()
+	w.cfg.Metrics.Writes.WithLabelValues(s.Kind.String(), ResultWritten).Inc()
 	w.cfg.Log.Debug("status written", "object", s.Key(), "resourceVersion", obj.GetResourceVersion())
 	return nil
 }
@@ -587,30 +585,27 @@ func (w *Writer) update(ctx context.Context, obj, orig client.Object) error {
 	return w.cfg.Client.Status().Patch(ctx, obj, client.MergeFrom(orig))
 }
 
-// routeKinds are the kinds whose status.parents the writer shares.
-var routeKinds = []string{gatewayapi.KindHTTPRoute, gatewayapi.KindGRPCRoute}
-
-func newList(kind string) (client.ObjectList, error) {
+func newList(kind resource.Kind) (client.ObjectList, error) {
 	switch kind {
-	case gatewayapi.KindHTTPRoute:
+	case resource.KindHTTPRoute:
 		return &gwv1.HTTPRouteList{}, nil
-	case gatewayapi.KindGRPCRoute:
+	case resource.KindGRPCRoute:
 		return &gwv1.GRPCRouteList{}, nil
 	}
 	return nil, fmt.Errorf("status: no list of kind %q", kind)
 }
 
-func newObject(kind string) (client.Object, error) {
+func newObject(kind resource.Kind) (client.Object, error) {
 	switch kind {
-	case gatewayapi.KindGatewayClass:
+	case resource.KindGatewayClass:
 		return &gwv1.GatewayClass{}, nil
-	case gatewayapi.KindGateway:
+	case resource.KindGateway:
 		return &gwv1.Gateway{}, nil
-	case gatewayapi.KindListenerSet:
+	case resource.KindListenerSet:
 		return &gwv1.ListenerSet{}, nil
-	case gatewayapi.KindHTTPRoute:
+	case resource.KindHTTPRoute:
 		return &gwv1.HTTPRoute{}, nil
-	case gatewayapi.KindGRPCRoute:
+	case resource.KindGRPCRoute:
 		return &gwv1.GRPCRoute{}, nil
 	}
 	return nil, fmt.Errorf("status: unknown kind %q", kind)

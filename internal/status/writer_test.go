@@ -28,7 +28,7 @@ const wait = 10 * time.Second // deadline of every wait on the workers
 
 func routeStatus(ns, name string, gen int64, reason string) gatewayapi.Status {
 	return gatewayapi.Status{
-		Kind: gatewayapi.KindHTTPRoute, Namespace: ns, Name: name, Generation: gen,
+		Kind: resource.KindHTTPRoute, Namespace: ns, Name: name, Generation: gen,
 		Route: &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{{
 			ParentRef:  gwv1.ParentReference{Name: "gw"},
 			Conditions: []metav1.Condition{{Type: "Accepted", Status: "True", Reason: reason, ObservedGeneration: gen, LastTransitionTime: t0}},
@@ -38,7 +38,7 @@ func routeStatus(ns, name string, gen int64, reason string) gatewayapi.Status {
 
 func gatewayStatus(ns, name string, attached int32) gatewayapi.Status {
 	return gatewayapi.Status{
-		Kind: gatewayapi.KindGateway, Namespace: ns, Name: name, Generation: 1,
+		Kind: resource.KindGateway, Namespace: ns, Name: name, Generation: 1,
 		Gateway: &gwv1.GatewayStatus{
 			Conditions: []metav1.Condition{{Type: "Accepted", Status: "True", Reason: "Accepted", ObservedGeneration: 1, LastTransitionTime: t0}},
 			Listeners: []gwv1.ListenerStatus{{Name: "http", AttachedRoutes: attached,
@@ -201,10 +201,10 @@ func TestPublishEditedSet(t *testing.T) {
 	base := setOf(world(1000)...)
 	w.Publish(base)
 	drain(w)
-	r := base.Get(gatewayapi.KindHTTPRoute, "apps", "r000500")
+	r := base.Get(resource.KindHTTPRoute, "apps", "r000500")
 	next := base.With(routeStatus("apps", "r000500", 2, "Accepted"), routeStatus("apps", "r000500x", 1, "Accepted"),
-		*base.Get(gatewayapi.KindHTTPRoute, "apps", "r000900")). // copied: equal
-		Without(gatewayapi.KindHTTPRoute, "apps", "r000100")
+		*base.Get(resource.KindHTTPRoute, "apps", "r000900")). // copied: equal
+		Without(resource.KindHTTPRoute, "apps", "r000100")
 	w.Publish(next)
 	want := []string{"HTTPRoute/apps/r000100", r.Key(), "HTTPRoute/apps/r000500x"}
 	if got := drain(w); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -397,7 +397,7 @@ func TestIncrementalTranslationPublishesChangesOnly(t *testing.T) {
 			t.Fatalf("change %d: statuses unchanged", v)
 		}
 		w.Publish(res.StatusSet)
-		want := (&gatewayapi.Status{Kind: gatewayapi.KindHTTPRoute, Namespace: k.Namespace, Name: k.Name}).Key()
+		want := (&gatewayapi.Status{Kind: resource.KindHTTPRoute, Namespace: k.Namespace, Name: k.Name}).Key()
 		if got := drain(w); fmt.Sprint(got) != fmt.Sprint([]string{want}) {
 			t.Errorf("change %d (%s): enqueued %v, want only the route", v, st.Mode, got)
 		}
@@ -519,7 +519,7 @@ func TestSweepRemovesStaleEntries(t *testing.T) {
 	if err := api.Status().Update(context.Background(), &f); err != nil {
 		t.Fatal(err)
 	}
-	w.Observe(gatewayapi.KindHTTPRoute, client.ObjectKey{Namespace: "apps", Name: "foreign"})
+	w.Observe(resource.KindHTTPRoute, client.ObjectKey{Namespace: "apps", Name: "foreign"})
 	waitParents("foreign", 1)
 	if n := api.writes.Load(); n != 4 { // r, stale, our update above, foreign
 		t.Errorf("%d writes, want 4", n)

@@ -39,7 +39,7 @@ func newFakeCluster(t testing.TB) *fakeCluster {
 	p := &Provider{
 		cfg: Config{
 			Notify:       func() { f.notified.Add(1) },
-			Observe:      func(string, types.NamespacedName) { f.observed.Add(1) },
+			Observe:      func(resource.Kind, types.NamespacedName) { f.observed.Add(1) },
 			InfraObserve: func(client.Object) {},
 			Log:          slog.New(slog.DiscardHandler),
 		},

@@ -65,7 +65,6 @@ import (
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
-	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/resource"
 )
@@ -80,7 +79,7 @@ type Config struct {
 	Notify func()
 	// Observe is called when only the status of one of our objects changed.
 	// It must not block.
-	Observe func(kind string, key types.NamespacedName)
+	Observe func(kind resource.Kind, key types.NamespacedName)
 	// InfraObserve is called when an object Portico provisioned for a
 	// Gateway (labelled as ours) was changed by someone or deleted, so the
 	// leader can restore it. It must not block. May be nil.
@@ -134,7 +133,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Notify = func() {}
 	}
 	if cfg.Observe == nil {
-		cfg.Observe = func(string, types.NamespacedName) {}
+		cfg.Observe = func(resource.Kind, types.NamespacedName) {}
 	}
 	if cfg.InfraObserve == nil {
 		cfg.InfraObserve = func(client.Object) {}
@@ -190,11 +189,11 @@ func (p *Provider) Synced() bool { return p.synced.Load() }
 // kinds are the watched kinds, each with how its events matter.
 func (p *Provider) kinds() []watched {
 	return []watched{
-		{obj: &gwv1.GatewayClass{}, kind: gatewayapi.KindGatewayClass, input: resource.KindGatewayClass, hasStatus: true},
-		{obj: &gwv1.Gateway{}, kind: gatewayapi.KindGateway, input: resource.KindGateway, hasStatus: true},
-		{obj: &gwv1.ListenerSet{}, kind: gatewayapi.KindListenerSet, input: resource.KindListenerSet, hasStatus: true},
-		{obj: &gwv1.HTTPRoute{}, kind: gatewayapi.KindHTTPRoute, input: resource.KindHTTPRoute, hasStatus: true},
-		{obj: &gwv1.GRPCRoute{}, kind: gatewayapi.KindGRPCRoute, input: resource.KindGRPCRoute, hasStatus: true},
+		{obj: &gwv1.GatewayClass{}, kind: "GatewayClass", input: resource.KindGatewayClass, hasStatus: true},
+		{obj: &gwv1.Gateway{}, kind: "Gateway", input: resource.KindGateway, hasStatus: true},
+		{obj: &gwv1.ListenerSet{}, kind: "ListenerSet", input: resource.KindListenerSet, hasStatus: true},
+		{obj: &gwv1.HTTPRoute{}, kind: "HTTPRoute", input: resource.KindHTTPRoute, hasStatus: true},
+		{obj: &gwv1.GRPCRoute{}, kind: "GRPCRoute", input: resource.KindGRPCRoute, hasStatus: true},
 		{obj: &gwv1beta1.ReferenceGrant{}, kind: "ReferenceGrant", input: resource.KindReferenceGrant},
 		{obj: &corev1.Namespace{}, kind: "Namespace", input: resource.KindNamespace, matters: namespaceMatters},
 		{obj: &corev1.Service{}, kind: "Service", input: resource.KindService, infra: true, referenced: func(r *refs, o client.Object) bool {
@@ -371,7 +370,7 @@ func (p *Provider) handler(w watched) toolscache.ResourceEventHandler {
 			}
 			if w.hasStatus && !specChanged(o1, o2) {
 				p.refreshed(w, o2)
-				p.cfg.Observe(w.kind, key(o2))
+				p.cfg.Observe(w.input, key(o2))
 				return
 			}
 			if w.matters != nil && !w.matters(o1, o2) {
