@@ -240,7 +240,8 @@ func mixedKinds(l *listener, old set[*routeState], added []*attachment) bool {
 	for _, at := range added {
 		after[kindIndex(at.route.kind)]++
 	}
-	return (before[0] > 0 && before[1] > 0) || (after[0] > 0 && after[1] > 0)
+	h, g := kindIndex(resource.KindHTTPRoute), kindIndex(resource.KindGRPCRoute)
+	return (before[h] > 0 && before[g] > 0) || (after[h] > 0 && after[g] > 0)
 }
 
 // replaceAttachments replaces, in the attachments of l and its host

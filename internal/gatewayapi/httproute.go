@@ -2,7 +2,6 @@ package gatewayapi
 
 import (
 	"fmt"
-	"github.com/portico-dev/portico/internal/resource"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,11 +27,7 @@ type compiledRoute struct {
 // irRouteName is the ir.Route name of match j of rule idx of a route:
 // "<kind>/<ns>/<name>/rule/<idx>/match/<j>".
 func irRouteName(rs *routeState, idx, j int) string {
-	prefix := "httproute/"
-	if rs.kind == resource.KindGRPCRoute {
-		prefix = "grpcroute/"
-	}
-	return prefix + rs.meta.Namespace + "/" + rs.meta.Name + "/rule/" + strconv.Itoa(idx) + "/match/" + strconv.Itoa(j)
+	return irRoutePrefix(rs.kind) + rs.meta.Namespace + "/" + rs.meta.Name + "/rule/" + strconv.Itoa(idx) + "/match/" + strconv.Itoa(j)
 }
 
 // defaultHTTPRule is the rule the API server defaults an HTTPRoute without

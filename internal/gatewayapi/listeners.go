@@ -3,6 +3,7 @@ package gatewayapi
 import (
 	"crypto/tls"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -29,8 +30,9 @@ type listener struct {
 	tls      *gwv1.ListenerTLSConfig
 
 	routeNS nsPolicy // allowedRoutes.namespaces
-	http    bool     // HTTPRoutes may attach
-	grpc    bool     // GRPCRoutes may attach
+	// allowed says which route kinds may attach (by kindIndex); kinds
+	// are they, as supportedKinds.
+	allowed [maxRouteKinds]bool
 	kinds   []gwv1.RouteGroupKind
 
 	// invalid is why the listener is not Accepted, for reasons other than
@@ -53,10 +55,10 @@ type listener struct {
 	routes      int32       // distinct accepted routes attached
 	lastRoute   *routeState // the last route counted in routes
 	// byHost indexes the live attachments by effective hostname (see
-	// hostIndex); kindCount counts the attachments of HTTPRoutes and
-	// GRPCRoutes.
+	// hostIndex); kindCount counts the attachments of each route kind
+	// (by kindIndex).
 	byHost    map[string][]*attachment
-	kindCount [2]int
+	kindCount [maxRouteKinds]int
 }
 
 // kindName is "Gateway" or "ListenerSet", the kind owning the listener.
@@ -95,7 +97,7 @@ type listenerSpec struct {
 }
 
 // routeKind returns a new RouteGroupKind of the Gateway API group.
-func routeKind(kind resource.Kind) gwv1.RouteGroupKind {
+func routeGroupKind(kind resource.Kind) gwv1.RouteGroupKind {
 	g := gwv1.Group(gwv1.GroupName)
 	return gwv1.RouteGroupKind{Group: &g, Kind: gwv1.Kind(kind.String())}
 }
@@ -163,36 +165,35 @@ func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec l
 
 // listenerKinds computes supportedKinds from allowedRoutes.kinds.
 func (t *translator) listenerKinds(l *listener, ar *gwv1.AllowedRoutes) {
+	supported := defaultRouteKinds(l.protocol)
+	l.kinds = []gwv1.RouteGroupKind{}
+	allow := func(k resource.Kind) {
+		if !l.allowed[kindIndex(k)] {
+			l.allowed[kindIndex(k)] = true
+			l.kinds = append(l.kinds, routeGroupKind(k))
+		}
+	}
 	if ar == nil || len(ar.Kinds) == 0 {
-		l.http, l.grpc = true, true
-		l.kinds = []gwv1.RouteGroupKind{routeKind(resource.KindHTTPRoute), routeKind(resource.KindGRPCRoute)}
+		for _, k := range supported {
+			allow(k)
+		}
 		return
 	}
-	l.kinds = []gwv1.RouteGroupKind{}
 	var bad []string
 	for _, k := range ar.Kinds {
 		group := gwv1.GroupName
 		if k.Group != nil {
 			group = string(*k.Group)
 		}
-		switch {
-		case group == gwv1.GroupName && string(k.Kind) == resource.KindHTTPRoute.String():
-			if !l.http {
-				l.http = true
-				l.kinds = append(l.kinds, routeKind(resource.KindHTTPRoute))
-			}
-		case group == gwv1.GroupName && string(k.Kind) == resource.KindGRPCRoute.String():
-			if !l.grpc {
-				l.grpc = true
-				l.kinds = append(l.kinds, routeKind(resource.KindGRPCRoute))
-			}
-		default:
-			bad = append(bad, groupKind(group, string(k.Kind)))
+		if kind, ok := routeKindNamed(k.Kind); ok && group == gwv1.GroupName && slices.Contains(supported, kind) {
+			allow(kind)
+			continue
 		}
+		bad = append(bad, groupKind(group, string(k.Kind)))
 	}
 	if len(bad) > 0 {
 		l.unresolved = &problem{string(gwv1.ListenerReasonInvalidRouteKinds),
-			fmt.Sprintf("route kinds %s are not supported on protocol %s; supported: HTTPRoute, GRPCRoute", strings.Join(bad, ", "), l.protocol)}
+			fmt.Sprintf("route kinds %s are not supported on protocol %s; supported: %s", strings.Join(bad, ", "), l.protocol, kindNames(supported))}
 	}
 }
 

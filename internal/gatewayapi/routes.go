@@ -134,14 +134,6 @@ type compiledMemo struct {
 	noHostname bool
 }
 
-// kindIndex is 0 for HTTPRoutes, 1 for GRPCRoutes.
-func kindIndex(kind resource.Kind) int {
-	if kind == resource.KindGRPCRoute {
-		return 1
-	}
-	return 0
-}
-
 // attachAll adds the attachments of the route's accepted parents to their
 // listeners.
 func (rs *routeState) attachAll() {
@@ -250,7 +242,7 @@ func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []
 	var allowed []*listener
 	kindOK := false
 	for _, l := range relevant {
-		if (rs.kind == resource.KindHTTPRoute && !l.http) || (rs.kind == resource.KindGRPCRoute && !l.grpc) {
+		if !l.allowed[kindIndex(rs.kind)] {
 			continue
 		}
 		kindOK = true

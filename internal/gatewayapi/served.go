@@ -101,7 +101,7 @@ func ServedStatuses(set StatusSet, outcomes map[string]XDSOutcome) StatusSet {
 					continue
 				}
 				setCondition(&p.Conditions, string(gwv1.RouteConditionPartiallyInvalid), string(gwv1.RouteReasonUnsupportedValue),
-					fmt.Sprintf("not served by Gateway %s: %s: %s", key, strings.TrimPrefix(d.Route, kindPrefix(kind)), d.Err), edit.Generation)
+					fmt.Sprintf("not served by Gateway %s: %s: %s", key, strings.TrimPrefix(d.Route, irRoutePrefix(kind)), d.Err), edit.Generation)
 			}
 		}
 	}
@@ -135,23 +135,18 @@ func listDropped(ds []Dropped) string {
 	return strings.Join(parts, "; ")
 }
 
-func kindPrefix(kind resource.Kind) string { return strings.ToLower(kind.String()) + "/" }
-
 // routeOfIRName parses irRouteName's "<kind>/<ns>/<name>/rule/…".
 func routeOfIRName(s string) (kind resource.Kind, ns, name string, ok bool) {
 	parts := strings.SplitN(s, "/", 4)
 	if len(parts) < 4 {
 		return 0, "", "", false
 	}
-	switch parts[0] {
-	case "httproute":
-		kind = resource.KindHTTPRoute
-	case "grpcroute":
-		kind = resource.KindGRPCRoute
-	default:
-		return 0, "", "", false
+	for _, k := range resource.RouteKinds {
+		if irRoutePrefix(k) == parts[0]+"/" {
+			return k, parts[1], parts[2], true
+		}
 	}
-	return kind, parts[1], parts[2], true
+	return 0, "", "", false
 }
 
 // parentIsGateway reports whether ref (of a route in routeNS) names the
