@@ -33,9 +33,6 @@ type clusterDef struct {
 	port corev1.ServicePort
 	// h2 is set when the port's appProtocol asks for HTTP/2 (h2c, gRPC).
 	h2 bool
-
-	endpoints []ir.Endpoint
-	computed  bool
 }
 
 // resolveBackend checks a backendRef (or mirror backendRef) of a route and
@@ -94,20 +91,14 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 	return def, nil
 }
 
-// endpointsOf computes (once) the ready endpoints of a cluster: addresses of
+// endpointsOf computes (once per cluster and cache) the ready endpoints of a cluster: addresses of
 // IPv4 and IPv6 EndpointSlices of the Service whose endpoints are ready (a
 // nil ready counts as ready), with the target port of the slice port named
 // like the Service port. They are deduplicated and sorted.
 func (t *translator) endpointsOf(def *clusterDef) []ir.Endpoint {
-	if t.memo != nil {
-		return t.memo.endpointsOf(t.in.EndpointSlices, def)
-	}
-	if def.computed {
-		return def.endpoints
-	}
-	def.computed = true
-	def.endpoints = clusterEndpoints(t.in.EndpointSlices(def.svc), def.port.Name)
-	return def.endpoints
+	return t.cache.Endpoints(def.name, def.svc, func() []ir.Endpoint {
+		return clusterEndpoints(t.in.EndpointSlices(def.svc), def.port.Name)
+	})
 }
 
 // clusterEndpoints computes the ready endpoints of the port named portName

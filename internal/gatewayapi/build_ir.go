@@ -23,19 +23,24 @@ func (t *translator) buildIR() []*ir.Gateway {
 	return out
 }
 
-// irBuilder collects the clusters and secrets one Gateway uses.
+// irBuilder assembles the IR of one Gateway: its listeners, the virtual
+// hosts of their route configurations, and the clusters and secrets they
+// use.
 type irBuilder struct {
-	t        *translator
-	gw       *ir.Gateway
-	clusters map[string]*ir.Cluster
-	secrets  map[string]*ir.Secret
-	// oldVhosts are the virtual hosts of the Gateway's previous
-	// translation, newVhosts those of this one (with a memo only).
+	t       *translator
+	gw      *ir.Gateway
+	secrets map[string]*ir.Secret
+	// oldVhosts are the virtual hosts of the Gateway's previous assembly
+	// (none without one), newVhosts those of this one.
 	oldVhosts, newVhosts map[vhostKey]*vhostMemo
 }
 
-// irMemo is what the last IR of a Gateway was built from, with a memo.
-type irMemo struct {
+// Assembly is what the IR of a Gateway was assembled from: its virtual
+// hosts, and the clusters they use, counted. The IR's cluster list is
+// derived from the counts; an assembly given back to the next translation
+// (Cache.Assembly) lets it reuse the virtual hosts whose routes did not
+// change and update the counts by what changed only.
+type Assembly struct {
 	vhosts map[vhostKey]*vhostMemo
 	// uses counts the uses of each cluster by the virtual hosts; clusters
 	// is the IR's list of them.
@@ -52,18 +57,14 @@ type clusterCount struct {
 
 func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 	b := &irBuilder{
-		t:        t,
-		gw:       &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name, Proxy: g.settings},
-		clusters: map[string]*ir.Cluster{},
-		secrets:  map[string]*ir.Secret{},
+		t:         t,
+		gw:        &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name, Proxy: g.settings},
+		secrets:   map[string]*ir.Secret{},
+		newVhosts: map[vhostKey]*vhostMemo{},
 	}
-	var prev *irMemo
-	if t.memo != nil {
-		prev = t.memo.irs[g.key()]
-		if prev != nil {
-			b.oldVhosts = prev.vhosts
-		}
-		b.newVhosts = map[vhostKey]*vhostMemo{}
+	prev := t.cache.Assembly(g.key())
+	if prev != nil {
+		b.oldVhosts = prev.vhosts
 	}
 	byPort := map[int32][]*listener{}
 	var ports []int32
@@ -86,16 +87,9 @@ func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 			b.gw.Listeners = append(b.gw.Listeners, b.httpListener(port, ls))
 		}
 	}
-	if b.newVhosts != nil {
-		m := b.memoClusters(prev)
-		t.memo.irs[g.key()] = m
-		b.gw.Clusters = m.clusters
-	} else {
-		for _, c := range b.clusters {
-			b.gw.Clusters = append(b.gw.Clusters, c)
-		}
-		slices.SortFunc(b.gw.Clusters, func(a, b *ir.Cluster) int { return strings.Compare(a.Name, b.Name) })
-	}
+	m := b.memoClusters(prev)
+	t.cache.KeepAssembly(g.key(), m)
+	b.gw.Clusters = m.clusters
 	for _, s := range b.secrets {
 		b.gw.Secrets = append(b.gw.Secrets, s)
 	}
@@ -148,38 +142,12 @@ func vhostName(host string) string {
 	return host
 }
 
-// useClusters registers the clusters of a placed route. A cluster is
-// HTTP/2 when its appProtocol says so or a GRPCRoute of the Gateway uses it.
-func (b *irBuilder) useClusters(cr *compiledRoute, grpc bool) {
-	for _, def := range cr.clusters {
-		b.useCluster(def, grpc)
-	}
-}
-
-func (b *irBuilder) useCluster(def *clusterDef, grpc bool) {
-	c := b.clusters[def.name]
-	if c == nil {
-		c = &ir.Cluster{
-			Name:             def.name,
-			ServiceNamespace: def.svc.Namespace,
-			ServiceName:      def.svc.Name,
-			ServicePort:      def.port.Port,
-			Protocol:         ir.UpstreamHTTP1,
-			Endpoints:        b.t.endpointsOf(def),
-		}
-		b.clusters[def.name] = c
-	}
-	if def.h2 || grpc {
-		c.Protocol = ir.UpstreamHTTP2
-	}
-}
-
 // memoClusters computes the clusters of the IR from the uses of its
 // virtual hosts, updating the counts of the previous IR for the virtual
 // hosts that changed, and reusing its cluster list when no cluster
 // appeared, disappeared or changed.
-func (b *irBuilder) memoClusters(prev *irMemo) *irMemo {
-	m := &irMemo{vhosts: b.newVhosts}
+func (b *irBuilder) memoClusters(prev *Assembly) *Assembly {
+	m := &Assembly{vhosts: b.newVhosts}
 	// before holds, for the clusters whose counts change, whether they
 	// were used, and used by HTTP/2, before.
 	type state struct{ used, h2 bool }
@@ -231,9 +199,9 @@ func (b *irBuilder) memoClusters(prev *irMemo) *irMemo {
 			}
 		}
 		// Clusters of Services whose endpoints may have changed.
-		if len(b.t.dirtyServices) > 0 {
+		if changed := b.t.cache.EndpointsChanged(); changed != nil {
 			for name, c := range m.uses {
-				if c.n > 0 && hasKey(b.t.dirtyServices, c.def.svc) {
+				if c.n > 0 && changed(c.def.svc) {
 					dirty[name] = true
 				}
 			}

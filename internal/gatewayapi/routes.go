@@ -73,65 +73,43 @@ func (c *compiledRules) unresolvedRef(reason, msg string) {
 
 func (r *routeState) ns() string { return r.meta.Namespace }
 
-// processRoutes compiles and attaches every HTTPRoute and GRPCRoute.
+// processRoutes compiles and attaches every route (of the scope).
 func (t *translator) processRoutes() {
-	httpKeys, grpcKeys := t.scope.routeKeys(t.in)
-	for _, k := range httpKeys {
-		r := t.in.HTTPRoute(k)
-		if r == nil {
-			continue
+	for _, ref := range t.scope.routeRefs(t.in) {
+		if rs := t.translateRoute(ref); rs != nil {
+			rs.attachAll()
+			t.routes = append(t.routes, rs)
 		}
-		rs := newRouteState(resource.KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec)
-		t.compile(rs, resource.Ref{Kind: resource.KindHTTPRoute, Key: k}, r.Spec.Hostnames, func() { t.compileHTTPRoute(rs, r.Spec.Rules) })
-		t.attach(rs)
-		rs.attachAll()
-		t.routes = append(t.routes, rs)
-	}
-	for _, k := range grpcKeys {
-		r := t.in.GRPCRoute(k)
-		if r == nil {
-			continue
-		}
-		rs := newRouteState(resource.KindGRPCRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec)
-		t.compile(rs, resource.Ref{Kind: resource.KindGRPCRoute, Key: k}, r.Spec.Hostnames, func() { t.compileGRPCRoute(rs, r.Spec.Rules) })
-		t.attach(rs)
-		rs.attachAll()
-		t.routes = append(t.routes, rs)
 	}
 	t.resolveKindCollisions()
 	t.enforceGatewayBudgets()
 	t.countAttachedRoutes()
 }
 
-// compile sets the hostnames and compiled rules of a route: those of an
-// earlier translation when the memo has them, else compiled by f,
-// recording what the route reads.
-func (t *translator) compile(rs *routeState, ref resource.Ref, hostnames []gwv1.Hostname, f func()) {
-	if t.memo != nil {
-		if c := t.memo.compiled[ref]; c != nil {
-			rs.rules, rs.hostnames, rs.noHostname = c.rules, c.hostnames, c.noHostname
-			return
-		}
+// translateRoute reads route ref, compiles it (or takes what the cache
+// kept of it) and resolves its parents; nil when it does not exist. Its
+// attachments are not yet added to the listeners.
+func (t *translator) translateRoute(ref resource.Ref) *routeState {
+	src := routeKinds[ref.Kind].read(t.in, ref.Key)
+	if src == nil {
+		return nil
 	}
-	rs.setHostnames(hostnames)
-	prevOwner := t.in.Own(ref)
-	if t.rec != nil {
-		t.rec.forget(ref)
+	rs := newRouteState(ref.Kind, src.meta, src.spec)
+	if c := t.cache.CompiledRoute(ref); c != nil {
+		rs.rules, rs.hostnames, rs.noHostname = c.rules, c.hostnames, c.noHostname
+	} else {
+		rs.setHostnames(src.hostnames)
+		prevOwner := t.in.Own(ref)
+		src.compile(t, rs)
+		t.in.Own(prevOwner)
+		t.cache.KeepCompiledRoute(ref, &CompiledRoute{rules: rs.rules, hostnames: rs.hostnames, noHostname: rs.noHostname})
 	}
-	f()
-	t.in.Own(prevOwner)
-	if t.memo != nil {
-		t.memo.compiled[ref] = &compiledMemo{rules: rs.rules, hostnames: rs.hostnames, noHostname: rs.noHostname}
-	}
+	t.attach(rs)
+	return rs
 }
 
-// compiledMemo is what compile memoizes of a route: its normalized
-// hostnames and compiled rules, which depend on the route and the objects
-// it reads only.
-type compiledMemo struct {
-	rules      compiledRules
-	hostnames  []string
-	noHostname bool
+func (rs *routeState) ref() resource.Ref {
+	return resource.Ref{Kind: rs.kind, Key: resource.Key{Namespace: rs.meta.Namespace, Name: rs.meta.Name}}
 }
 
 // attachAll adds the attachments of the route's accepted parents to their

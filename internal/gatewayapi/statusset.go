@@ -96,10 +96,40 @@ func (s StatusSet) All() iter.Seq2[int, *Status] {
 	}
 }
 
+// StatusKey identifies the status of one object.
+type StatusKey struct {
+	Kind resource.Kind
+	Key  resource.Key
+}
+
+// CompareStatusKeys orders keys as a StatusSet does: by kind name, then
+// namespace/name.
+func CompareStatusKeys(a, b StatusKey) int {
+	if c := strings.Compare(a.Kind.String(), b.Kind.String()); c != 0 {
+		return c
+	}
+	return resource.CompareKeys(a.Key, b.Key)
+}
+
+// KeyOf returns the key of a status.
+func KeyOf(s *Status) StatusKey {
+	return StatusKey{s.Kind, resource.Key{Namespace: s.Namespace, Name: s.Name}}
+}
+
+// Replace returns s with the statuses of the keys of scope replaced by
+// those of part (sorted): a key of scope without a status in part is
+// removed, a status of part outside scope is set too. The statuses of s
+// outside scope are shared, not copied: the cost is O(len(scope) · log n).
+func (s StatusSet) Replace(part []Status, scope []StatusKey) StatusSet {
+	scope = slices.Clone(scope)
+	slices.SortFunc(scope, CompareStatusKeys)
+	return s.apply(statusEdits(part, slices.Compact(scope)))
+}
+
 // Get returns the status of an object (namespace "" when cluster-scoped),
 // or nil.
 func (s StatusSet) Get(kind resource.Kind, namespace, name string) *Status {
-	k := statusKey{kind, resource.Key{Namespace: namespace, Name: name}}
+	k := StatusKey{kind, resource.Key{Namespace: namespace, Name: name}}
 	n := s.root
 	if n == nil {
 		return nil
@@ -113,10 +143,10 @@ func (s StatusSet) Get(kind resource.Kind, namespace, name string) *Status {
 	return nil
 }
 
-// ofKind yields the statuses of one kind, in order.
-func (s StatusSet) ofKind(kind resource.Kind) iter.Seq[*Status] {
+// OfKind yields the statuses of one kind, in order.
+func (s StatusSet) OfKind(kind resource.Kind) iter.Seq[*Status] {
 	return func(yield func(*Status) bool) {
-		s.root.from(statusKey{kind: kind}, func(st *Status) bool {
+		s.root.from(StatusKey{Kind: kind}, func(st *Status) bool {
 			return st.Kind == kind && yield(st)
 		})
 	}
@@ -128,7 +158,7 @@ func (s StatusSet) With(statuses ...Status) StatusSet {
 	put := sortedUnique(slices.Clone(statuses))
 	edits := make([]statusEdit, 0, len(put))
 	for _, st := range put {
-		edits = append(edits, statusEdit{keyOfStatus(st), st})
+		edits = append(edits, statusEdit{KeyOf(st), st})
 	}
 	return s.apply(edits)
 }
@@ -139,7 +169,7 @@ func (s StatusSet) Without(kind resource.Kind, namespace, name string) StatusSet
 	if s.Get(kind, namespace, name) == nil {
 		return s
 	}
-	return s.apply([]statusEdit{{key: statusKey{kind, resource.Key{Namespace: namespace, Name: name}}}})
+	return s.apply([]statusEdit{{key: StatusKey{kind, resource.Key{Namespace: namespace, Name: name}}}})
 }
 
 // DiffStatuses yields the statuses that differ between a and b, in order:
@@ -196,17 +226,17 @@ func DiffStatuses(a, b StatusSet) iter.Seq2[*Status, *Status] {
 
 // statusEdit sets (st != nil) or removes (st == nil) the status of key.
 type statusEdit struct {
-	key statusKey
+	key StatusKey
 	st  *Status
 }
 
 // statusEdits returns the edits that replace the statuses of scope by
 // those of part (both sorted): a key of scope without a status in part is
 // removed; a status of part outside scope is set too.
-func statusEdits(part []Status, scope []statusKey) []statusEdit {
+func statusEdits(part []Status, scope []StatusKey) []statusEdit {
 	edits := make([]statusEdit, 0, len(scope)+1)
 	add := func(e statusEdit) {
-		if n := len(edits); n > 0 && compareStatusKeys(edits[n-1].key, e.key) == 0 {
+		if n := len(edits); n > 0 && CompareStatusKeys(edits[n-1].key, e.key) == 0 {
 			edits[n-1] = e // a key twice: the last one wins
 			return
 		}
@@ -228,7 +258,7 @@ func statusEdits(part []Status, scope []statusKey) []statusEdit {
 			add(statusEdit{key: scope[i]})
 			i++
 		case c < 0:
-			add(statusEdit{keyOfStatus(&part[j]), &part[j]})
+			add(statusEdit{KeyOf(&part[j]), &part[j]})
 			j++
 		default:
 			add(statusEdit{scope[i], &part[j]})
@@ -391,7 +421,7 @@ func rootOf(nodes []*statusNode) *statusNode {
 }
 
 // childFor is the index of the child whose part of the key space holds k.
-func (n *statusNode) childFor(k statusKey) int {
+func (n *statusNode) childFor(k StatusKey) int {
 	i := sort.Search(len(n.children), func(i int) bool { return compareKeyOf(n.children[i].first, k) > 0 })
 	return max(i-1, 0)
 }
@@ -417,7 +447,7 @@ func (n *statusNode) each(f func(*Status) bool) bool {
 
 // from calls f with every status beneath n from the first not before k,
 // in order, until f returns false; it reports whether f never did.
-func (n *statusNode) from(k statusKey, f func(*Status) bool) bool {
+func (n *statusNode) from(k StatusKey, f func(*Status) bool) bool {
 	if n == nil {
 		return true
 	}
@@ -529,9 +559,9 @@ func sharedHead(a, b *statusCursor) (int, int, bool) {
 
 // compareKeyOf orders a status and a key as compareStatuses orders
 // statuses.
-func compareKeyOf(s *Status, k statusKey) int {
-	if c := strings.Compare(s.Kind.String(), k.kind.String()); c != 0 {
+func compareKeyOf(s *Status, k StatusKey) int {
+	if c := strings.Compare(s.Kind.String(), k.Kind.String()); c != 0 {
 		return c
 	}
-	return compareNames(s.Namespace, s.Name, k.key.Namespace, k.key.Name)
+	return compareNames(s.Namespace, s.Name, k.Key.Namespace, k.Key.Name)
 }

@@ -8,8 +8,6 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 )
 
 var setKinds = []resource.Kind{resource.KindGRPCRoute, resource.KindGateway, resource.KindGatewayClass, resource.KindHTTPRoute, resource.KindListenerSet}
@@ -183,7 +181,7 @@ func TestStatusSetEdits(t *testing.T) {
 			// removals of every status of a kind (the tree shrinks).
 			n := 1 + rng.IntN(4)
 			var part []Status
-			var scope []statusKey
+			var scope []StatusKey
 			switch rng.IntN(20) {
 			case 0:
 				n = rng.IntN(3 * leafMax * innerMax)
@@ -193,7 +191,7 @@ func TestStatusSetEdits(t *testing.T) {
 				kind := setKinds[rng.IntN(len(setKinds))]
 				for k, st := range m {
 					if st.Kind == kind {
-						scope = append(scope, keyOfStatus(&st))
+						scope = append(scope, KeyOf(&st))
 						delete(m, k)
 					}
 				}
@@ -201,12 +199,12 @@ func TestStatusSetEdits(t *testing.T) {
 			for range n {
 				st := randomStatus(rng, keys)
 				if rng.IntN(3) == 0 || (len(m) > keys && rng.IntN(2) == 0) {
-					scope = append(scope, keyOfStatus(&st)) // removed
+					scope = append(scope, KeyOf(&st)) // removed
 					delete(m, st.Key())
 					continue
 				}
 				if rng.IntN(2) == 0 { // in scope, or not: both are set
-					scope = append(scope, keyOfStatus(&st))
+					scope = append(scope, KeyOf(&st))
 				}
 				part = append(part, st)
 			}
@@ -216,7 +214,7 @@ func TestStatusSetEdits(t *testing.T) {
 				m[st.Key()] = st
 			}
 			slices.SortStableFunc(part, func(a, b Status) int { return compareStatuses(&a, &b) })
-			slices.SortFunc(scope, compareStatusKeys)
+			slices.SortFunc(scope, CompareStatusKeys)
 			next := cur.apply(statusEdits(part, slices.Compact(scope)))
 			what := fmt.Sprintf("seed %d step %d", seed, step)
 			checkSet(t, what, next, m)
@@ -254,13 +252,13 @@ func TestStatusSetWithWithoutAndKinds(t *testing.T) {
 	s = s.With(Status{Kind: resource.KindGatewayClass, Name: "b"}, Status{Kind: resource.KindGatewayClass, Name: "a"},
 		Status{Kind: resource.KindGateway, Namespace: "infra", Name: "gw"})
 	var classes []string
-	for st := range s.ofKind(resource.KindGatewayClass) {
+	for st := range s.OfKind(resource.KindGatewayClass) {
 		classes = append(classes, st.Name)
 	}
 	if fmt.Sprint(classes) != "[a b]" {
 		t.Errorf("GatewayClasses %v", classes)
 	}
-	for range s.ofKind(resource.KindListenerSet) {
+	for range s.OfKind(resource.KindListenerSet) {
 		t.Error("a ListenerSet in a set of none")
 	}
 	before := s
@@ -277,42 +275,6 @@ func TestStatusSetWithWithoutAndKinds(t *testing.T) {
 	}
 	if diffOf(t, removed, removed) != nil {
 		t.Error("a set differs from itself")
-	}
-}
-
-// TestIncrementalSharesStatuses checks that a route path translation
-// keeps the statuses it did not compute again (the same pointers) and
-// that DiffStatuses finds exactly those it did.
-func TestIncrementalSharesStatuses(t *testing.T) {
-	snap := gen.Snapshot(2000)
-	x := NewIncremental()
-	prev, _ := x.Translate(snap, incOpts)
-	snap, k := gen.ChangeRoute(snap, 77, 3)
-	res, st := x.Translate(snap, incOpts)
-	if st.Mode != ModeRoutes {
-		t.Fatalf("mode %s", st.Mode)
-	}
-	var changed []string
-	for old, cur := range DiffStatuses(prev.StatusSet, res.StatusSet) {
-		if old == nil || cur == nil {
-			t.Fatalf("a status appeared or disappeared: %v %v", old, cur)
-		}
-		if !statusEqualIgnoringPointers(old, cur) {
-			changed = append(changed, cur.Key())
-		}
-	}
-	want := (&Status{Kind: resource.KindHTTPRoute, Namespace: k.Namespace, Name: k.Name}).Key()
-	if fmt.Sprint(changed) != "["+want+"]" {
-		t.Errorf("changed statuses %v, want %s", changed, want)
-	}
-	same := 0
-	for _, s := range res.StatusSet.All() {
-		if prev.StatusSet.Get(s.Kind, s.Namespace, s.Name) == s {
-			same++
-		}
-	}
-	if same < res.StatusSet.Len()-3 {
-		t.Errorf("%d of %d statuses kept", same, res.StatusSet.Len())
 	}
 }
 
@@ -351,7 +313,7 @@ func TestStatusSetIteratorsStop(t *testing.T) {
 		n++
 		break
 	}
-	for range a.ofKind(resource.KindHTTPRoute) {
+	for range a.OfKind(resource.KindHTTPRoute) {
 		n++
 		break
 	}
@@ -373,7 +335,7 @@ func BenchmarkStatusSetEdit(b *testing.B) {
 		edit := func(s StatusSet, i int) StatusSet {
 			st := in[(i*7919)%n]
 			st.Generation = int64(i + 1)
-			return s.apply([]statusEdit{{keyOfStatus(&st), &st}})
+			return s.apply([]statusEdit{{KeyOf(&st), &st}})
 		}
 		b.Run(fmt.Sprintf("statuses=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

@@ -14,12 +14,11 @@
 // translation cannot be left stale by a read nobody recorded. The
 // semantic files (every file but the engine's) never see a
 // *resource.Snapshot: TestSemanticsReadOnlyThroughInputs checks it. The
-// incremental engine (incremental.go, fastpath.go, index.go, deps.go,
-// statusset.go) legitimately reads the raw snapshot, for what it tracks
+// incremental engine (package incremental) calls the semantics through
+// partial.go and reads the raw snapshot only for what it tracks
 // structurally (routes by parent, ListenerSets by Gateway, Gateways by
-// class, Services by Gateway, EndpointSlices); it gets it as its own
-// arguments (Incremental.snap and its methods' snap parameters), never
-// from the translator.
+// class, Services by Gateway, EndpointSlices); the semantics know nothing
+// of it, nor of modes of translation.
 //
 // Implementation choices where the specification leaves room:
 //   - A listener whose certificates cannot be used (missing, malformed,
@@ -81,12 +80,16 @@ import (
 	"github.com/portico-dev/portico/internal/resource"
 )
 
-// translator holds the state of one Translate call.
+// translator holds the state of one translation.
 type translator struct {
 	// in is the only way to the snapshot: it records what the object
 	// being translated reads (package inputs).
 	in   *inputs.Reader
 	opts Options
+	// scope restricts the translation to some objects; nil: all of them.
+	scope *Scope
+	// cache holds what earlier translations computed (partial.go).
+	cache Cache
 
 	nsLabels map[string]labels.Set
 	secrets  map[string]secretEntry
@@ -103,56 +106,30 @@ type translator struct {
 
 	statuses []Status
 
-	// scope restricts the translation to some objects; nil: all of them.
-	scope *scope
-	// rec records what each Gateway and route reads (through in); nil:
-	// not recorded.
-	rec *recorder
-	// memo holds compiled routes and endpoints of earlier translations;
-	// nil: none. dirtyServices are the Services whose endpoints may have
-	// changed since the memo's IR was built.
-	memo          *memo
-	dirtyServices set[resource.Key]
-	// dirtyHosts, set by the route path, holds for each listener whose
-	// attachments changed the effective hostnames of the changed ones; the
-	// other virtual hosts are built from the same attachments as last time.
-	dirtyHosts map[*listener][]string
-}
-
-// scope is the part of a snapshot an incremental translation translates
-// again: Gateways, their ListenerSets and the routes attached to them, each
-// sorted by namespace/name. GatewayClasses are always translated.
-type scope struct {
-	gateways   []resource.Key
-	sets       []resource.Key
-	httpRoutes []resource.Key
-	grpcRoutes []resource.Key
+	// reattached, set by Reattach only, holds for each listener whose
+	// attachments changed the effective hostnames of the changed ones;
+	// the other virtual hosts are built from the same attachments as last
+	// time (see clean).
+	reattached map[*listener][]string
 }
 
 // Translate computes statuses and IR from a snapshot. A nil snapshot gives
 // an empty result.
 func Translate(snap *resource.Snapshot, opts Options) *Result {
-	res := &Result{}
 	if snap == nil {
-		return res
+		return &Result{}
 	}
-	t := newTranslator(snap, opts, nil)
-	t.run(res)
-	res.StatusSet = NewStatusSet(t.statuses)
-	return res
+	p := TranslateScope(snap, opts, nil, nil, nil)
+	return &Result{Gateways: p.Gateways, Infra: p.Infra, StatusSet: NewStatusSet(p.Statuses)}
 }
 
 // newTranslator returns a translator of snap recording what it reads into
-// rec (nil: nothing recorded).
-func newTranslator(snap *resource.Snapshot, opts Options, rec *recorder) *translator {
-	var sink inputs.Recorder
-	if rec != nil {
-		sink = rec
-	}
+// rec (nil: nothing recorded) and reusing what cache holds.
+func newTranslator(snap *resource.Snapshot, opts Options, rec inputs.Recorder, cache Cache) *translator {
 	return &translator{
-		in:           inputs.New(snap, sink),
-		rec:          rec,
+		in:           inputs.New(snap, rec),
 		opts:         opts,
+		cache:        cache,
 		nsLabels:     map[string]labels.Set{},
 		secrets:      map[string]secretEntry{},
 		clusterByRef: map[clusterRef]*clusterDef{},
@@ -161,9 +138,8 @@ func newTranslator(snap *resource.Snapshot, opts Options, rec *recorder) *transl
 	}
 }
 
-// run translates the snapshot (or the scope) into res, and leaves the
-// statuses, sorted, in t.statuses.
-func (t *translator) run(res *Result) *Result {
+// run translates the snapshot (or the scope).
+func (t *translator) run() *Partial {
 	t.processClasses()
 	t.processGateways()
 	t.processListenerSets()
@@ -171,10 +147,7 @@ func (t *translator) run(res *Result) *Result {
 	t.processRoutes()
 	t.routeStatuses()
 	t.gatewayStatuses()
-	res.Gateways = t.buildIR()
-	res.Infra = t.infraSpecs(res.Gateways)
-	sortStatuses(t.statuses)
-	return res
+	return t.partial(t.buildIR())
 }
 
 func sortStatuses(s []Status) {

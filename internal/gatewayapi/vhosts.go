@@ -105,30 +105,21 @@ func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener) *ir.R
 }
 
 // virtualHost places the routes serving host, given the attachments of its
-// listener by effective hostname. With a memo, the virtual host of the
+// listener by effective hostname. The virtual host of the
 // previous translation is reused when it was built from the same compiled
 // routes.
 func (b *irBuilder) virtualHost(rcName, host string, port uint32, byHost map[string][]*attachment, clean bool) *ir.VirtualHost {
-	var key vhostKey
-	if b.newVhosts != nil {
-		key = vhostKey{rcName, host}
-		if m := b.oldVhosts[key]; m != nil && m.port == port && (clean || m.matches(host, port, byHost)) {
-			b.newVhosts[key] = m
-			return m.vh
-		}
+	key := vhostKey{rcName, host}
+	if m := b.oldVhosts[key]; m != nil && m.port == port && (clean || m.matches(host, port, byHost)) {
+		b.newVhosts[key] = m
+		return m.vh
 	}
 	placed := placeRoutes(host, byHost)
 	v := &ir.VirtualHost{Name: vhostName(host), Hostname: vhostName(host), Routes: make([]*ir.Route, 0, len(placed))}
 	for _, p := range placed {
-		if b.newVhosts == nil {
-			// With a memo, clusters are counted from the memo's uses.
-			b.useClusters(p.cr, p.grpc)
-		}
 		v.Routes = append(v.Routes, p.cr.routeOnPort(port))
 	}
-	if b.newVhosts != nil {
-		b.newVhosts[key] = newVhostMemo(host, port, byHost, placed, v)
-	}
+	b.newVhosts[key] = newVhostMemo(host, port, byHost, placed, v)
 	return v
 }
 
@@ -137,10 +128,10 @@ func (b *irBuilder) virtualHost(rcName, host string, port uint32, byHost map[str
 // changed attachments of other listeners, or with hostnames that do not
 // cover host.
 func (t *translator) clean(l *listener, host string) bool {
-	if t.dirtyHosts == nil {
+	if t.reattached == nil {
 		return false
 	}
-	hosts, touched := t.dirtyHosts[l]
+	hosts, touched := t.reattached[l]
 	if !touched {
 		return true
 	}
@@ -182,7 +173,8 @@ type vhostMemo struct {
 	counts []int32
 	inputs []vhostInput
 	vh     *ir.VirtualHost
-	// uses are the distinct clusters its routes use, for useCluster.
+	// uses are the distinct clusters its routes use (a cluster is HTTP/2
+	// when its appProtocol says so or a GRPCRoute of the Gateway uses it).
 	uses []clusterUse
 }
 

@@ -25,6 +25,10 @@ type rule struct {
 var rules = []rule{
 	{module + "/internal/gatewayapi", []string{module + "/internal/infra", "sigs.k8s.io/controller-runtime"},
 		"the Gateway API semantics import no controller code (their proxy rules are internal/proxyspec)"},
+	{module + "/internal/gatewayapi", []string{module + "/internal/incremental"},
+		"the semantics know nothing of the incremental engine, which calls them"},
+	{module + "/internal/incremental", []string{module + "/internal/infra", "sigs.k8s.io/controller-runtime", module + "/internal/xds"},
+		"the engine is pure: it calls the semantics and merges their results"},
 	{module + "/internal/proxyspec", []string{module + "/internal/infra", "sigs.k8s.io/controller-runtime", "k8s.io/client-go"},
 		"the proxies' spec, names and checks are pure: the translator shares them"},
 	{module + "/internal/pipeline", []string{module + "/internal/render"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/status"
 	"github.com/portico-dev/portico/internal/xds/translate"
@@ -98,7 +99,7 @@ func BenchmarkIncrementalRouteChange(b *testing.B) {
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(pushed)/float64(b.N), "pushed-B/op")
-				if st := p.Latest().Stats; st.Mode != gatewayapi.ModeRoutes || st.Gateways != 1 {
+				if st := p.Latest().Stats; st.Mode != incremental.ModeRoutes || st.Gateways != 1 {
 					b.Fatalf("stats %+v", st)
 				}
 			})
@@ -135,7 +136,7 @@ func BenchmarkRouteToNewService(b *testing.B) {
 				p.process(context.Background(), snap, 0)
 			}
 			b.StopTimer()
-			if st := p.Latest().Stats; st.Mode != gatewayapi.ModeRoutes || st.Gateways != 1 {
+			if st := p.Latest().Stats; st.Mode != incremental.ModeRoutes || st.Gateways != 1 {
 				b.Fatalf("stats %+v", st)
 			}
 		})
@@ -165,7 +166,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(pushed)/float64(b.N), "pushed-B/op")
-			if st := p.Latest().Stats; st.Mode != gatewayapi.ModeEndpoints || st.Gateways != 1 {
+			if st := p.Latest().Stats; st.Mode != incremental.ModeEndpoints || st.Gateways != 1 {
 				b.Fatalf("stats %+v", st)
 			}
 		})
@@ -280,7 +281,7 @@ func BenchmarkSubmitToUpdate(b *testing.B) {
 				<-sink.updated
 			}
 			b.StopTimer()
-			if st := p.Latest().Stats; st.Mode != gatewayapi.ModeRoutes {
+			if st := p.Latest().Stats; st.Mode != incremental.ModeRoutes {
 				b.Fatalf("stats %+v", st)
 			}
 		})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/render"
 	"github.com/portico-dev/portico/internal/resource"
@@ -165,7 +166,7 @@ func TestEndpointsFastPath(t *testing.T) {
 	snap := gen.Snapshot(200)
 	p.process(context.Background(), snap, 0)
 	before := p.Latest()
-	if before.Stats.Mode != gatewayapi.ModeFull || sink.publish != 1 {
+	if before.Stats.Mode != incremental.ModeFull || sink.publish != 1 {
 		t.Fatalf("first translation: %+v, %d publishes", before.Stats, sink.publish)
 	}
 
@@ -173,7 +174,7 @@ func TestEndpointsFastPath(t *testing.T) {
 	snap, _ = gen.ChangeEndpoints(snap, 42, 42/gen.RoutesPerService, 1)
 	p.process(context.Background(), snap, 0)
 	after := p.Latest()
-	if after.Stats.Mode != gatewayapi.ModeEndpoints || after.Stats.Gateways != 1 {
+	if after.Stats.Mode != incremental.ModeEndpoints || after.Stats.Gateways != 1 {
 		t.Fatalf("stats %+v, want the endpoints path for one Gateway", after.Stats)
 	}
 	if n := p.fullTranslations.Load(); n != 1 {

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/metrics"
 	"github.com/portico-dev/portico/internal/proxyspec"
@@ -129,7 +130,7 @@ type Result struct {
 	Time time.Time
 	// Stats tell how the Gateway API translation was done (full,
 	// incremental, endpoints only).
-	Stats gatewayapi.Stats
+	Stats incremental.Stats
 }
 
 // Pipeline is the single-writer translation loop. Create it with New.
@@ -150,7 +151,7 @@ type Pipeline struct {
 
 	// inc translates each snapshot incrementally from the previous one;
 	// xds remembers the Envoy resources of each Gateway's IR.
-	inc *gatewayapi.Incremental
+	inc *incremental.Translator
 	xds *translate.Translator
 	// fullTranslations counts the full Gateway API translations.
 	fullTranslations atomic.Int64
@@ -188,7 +189,7 @@ func New(cfg Config) *Pipeline {
 		log:     log.With("component", "pipeline"),
 		signal:  make(chan struct{}, 1),
 		readyCh: make(chan struct{}),
-		inc:     gatewayapi.NewIncremental(),
+		inc:     incremental.New(),
 		xds:     translate.NewTranslatorWith(cfg.XDSOptions),
 		clock:   realClock{},
 	}
@@ -318,7 +319,7 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot, queued 
 		p.log.Error("translation failed; keeping the previous configuration", "error", err)
 		return
 	}
-	if stats.Mode == gatewayapi.ModeFull {
+	if stats.Mode == incremental.ModeFull {
 		p.fullTranslations.Add(1)
 	}
 	xds, outcomes := p.translateGateways(res.Gateways, prev)
@@ -375,7 +376,7 @@ func (p *Pipeline) process(ctx context.Context, snap *resource.Snapshot, queued 
 // safeTranslateInputs runs the Gateway API translation (incremental from
 // the previous snapshot), turning a panic into an error so that one bad
 // input cannot stop the loop. After a panic the next translation is full.
-func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi.Result, stats gatewayapi.Stats, err error) {
+func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi.Result, stats incremental.Stats, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic in Gateway API translation: %v", r)
@@ -389,7 +390,7 @@ func (p *Pipeline) safeTranslateInputs(snap *resource.Snapshot) (res *gatewayapi
 	}
 	if p.translateInputs != nil {
 		res = p.translateInputs(snap, opts)
-		stats = gatewayapi.Stats{Mode: gatewayapi.ModeFull, StatusesChanged: true, InfraChanged: true}
+		stats = incremental.Stats{Mode: incremental.ModeFull, StatusesChanged: true, InfraChanged: true}
 	} else {
 		res, stats = p.inc.Translate(snap, opts)
 	}

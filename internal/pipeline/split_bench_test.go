@@ -12,6 +12,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -48,7 +49,7 @@ func BenchmarkIncrementalRouteChangeSplit(b *testing.B) {
 				b.StopTimer()
 				b.ReportMetric(float64(pushed)/float64(b.N), "pushed-B/op")
 				b.ReportMetric(float64(https)/float64(b.N), "https-B/op")
-				if st := p.Latest().Stats; st.Mode != gatewayapi.ModeRoutes || st.Gateways != 1 {
+				if st := p.Latest().Stats; st.Mode != incremental.ModeRoutes || st.Gateways != 1 {
 					b.Fatalf("stats %+v", st)
 				}
 			})

@@ -172,3 +172,31 @@ func CompareKeys(a, b Key) int {
 	}
 	return strings.Compare(a.Name, b.Name)
 }
+
+// RouteKeys lists the routes of a kind of RouteKinds, sorted (nil for
+// another kind).
+func (s *Snapshot) RouteKeys(kind Kind) []Key {
+	switch kind {
+	case KindHTTPRoute:
+		return SortedKeys(s.HTTPRoutes)
+	case KindGRPCRoute:
+		return SortedKeys(s.GRPCRoutes)
+	}
+	return nil
+}
+
+// RouteParentRefs returns the namespace and parentRefs of a route, and
+// whether it exists.
+func (s *Snapshot) RouteParentRefs(route Ref) (string, []gwv1.ParentReference, bool) {
+	switch route.Kind {
+	case KindHTTPRoute:
+		if r := s.HTTPRoutes.Value(route.Key); r != nil {
+			return r.Namespace, r.Spec.ParentRefs, true
+		}
+	case KindGRPCRoute:
+		if r := s.GRPCRoutes.Value(route.Key); r != nil {
+			return r.Namespace, r.Spec.ParentRefs, true
+		}
+	}
+	return "", nil, false
+}

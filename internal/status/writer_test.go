@@ -19,6 +19,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -380,7 +381,7 @@ func TestFollowerSettlesRemovals(t *testing.T) {
 // the other statuses were carried over or recomputed equal.
 func TestIncrementalTranslationPublishesChangesOnly(t *testing.T) {
 	opts := gatewayapi.Options{ControllerName: "portico.dev/gateway-controller"}
-	x := gatewayapi.NewIncremental()
+	x := incremental.New()
 	snap := genSnapshot(500)
 	res, _ := x.Translate(snap, opts)
 	if res.StatusSet.Len() < 500 {

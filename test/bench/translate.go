@@ -9,6 +9,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -87,7 +88,7 @@ const IncrementalChanges = 200
 func IncrementalTranslation(n, changes int) (float64, error) {
 	snap := gen.Snapshot(n)
 	opts := gatewayapi.Options{ControllerName: gen.ControllerName}
-	x, tr := gatewayapi.NewIncremental(), translate.NewTranslator()
+	x, tr := incremental.New(), translate.NewTranslator()
 	res, _ := x.Translate(snap, opts)
 	if _, errs := tr.TranslateAll(res.Gateways); errors.Join(errs...) != nil {
 		return 0, fmt.Errorf("%d routes: %w", n, errors.Join(errs...))
@@ -103,7 +104,7 @@ func IncrementalTranslation(n, changes int) (float64, error) {
 		if err := errors.Join(errs...); err != nil {
 			return 0, fmt.Errorf("%d routes, change %d: %w", n, i, err)
 		}
-		if st.Mode != gatewayapi.ModeRoutes || st.Gateways != 1 {
+		if st.Mode != incremental.ModeRoutes || st.Gateways != 1 {
 			return 0, fmt.Errorf("%d routes, change %d: translated as %+v, want one Gateway by the route path", n, i, st)
 		}
 	}

@@ -23,7 +23,7 @@
 //   - EndpointSlices(svc) records {EndpointSlice, svc}: the engine follows
 //     endpoint changes by Service (its fast endpoint path), so the record
 //     is for completeness, never needed to select an owner.
-//   - Where the records go is the Recorder's business (package gatewayapi's
+//   - Where the records go is the Recorder's business (package incremental's
 //     dependency index); a nil Recorder records nothing (a full
 //     translation).
 //
@@ -172,7 +172,5 @@ func (r *Reader) GatewayKeys() []resource.Key { return resource.SortedKeys(r.sna
 // ListenerSetKeys lists the ListenerSets, sorted.
 func (r *Reader) ListenerSetKeys() []resource.Key { return resource.SortedKeys(r.snap.ListenerSets) }
 
-// RouteKeys lists the HTTPRoutes and the GRPCRoutes, each sorted.
-func (r *Reader) RouteKeys() (http, grpc []resource.Key) {
-	return resource.SortedKeys(r.snap.HTTPRoutes), resource.SortedKeys(r.snap.GRPCRoutes)
-}
+// RouteKeys lists the routes of a kind, sorted.
+func (r *Reader) RouteKeys(kind resource.Kind) []resource.Key { return r.snap.RouteKeys(kind) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/render"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/xds/translate"
@@ -118,7 +119,7 @@ func TestIncrementalTranslationOfSnapshots(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 13))
 	f := newFakeCluster(t)
 	opts := gatewayapi.Options{ControllerName: gen.ControllerName}
-	inc := gatewayapi.NewIncremental()
+	inc := incremental.New()
 	world := gen.Rich(12)
 	rv := 0
 	pushWorld(t, f, nil, world, &rv)
@@ -126,7 +127,7 @@ func TestIncrementalTranslationOfSnapshots(t *testing.T) {
 	if testing.Short() {
 		steps = 25
 	}
-	modes := map[gatewayapi.Mode]int{}
+	modes := map[incremental.Mode]int{}
 	for i := 0; i <= steps; i++ {
 		desc := "initial"
 		if i > 0 {
@@ -145,7 +146,7 @@ func TestIncrementalTranslationOfSnapshots(t *testing.T) {
 			t.Fatalf("step %d (%s, %s): incremental translation of the snapshot differs from a full one", i, desc, st.Mode)
 		}
 	}
-	if modes[gatewayapi.ModeFull] != 1 {
+	if modes[incremental.ModeFull] != 1 {
 		t.Errorf("translations by mode: %v, want one full", modes)
 	}
 	t.Logf("translations by mode: %v", modes)

@@ -1,11 +1,10 @@
-package gatewayapi
+package incremental
 
 import (
 	"slices"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/internal/gatewayapi/inputs"
 	"github.com/portico-dev/portico/internal/refs"
 	"github.com/portico-dev/portico/internal/resource"
 )
@@ -59,11 +58,10 @@ func newIndex() *index {
 
 // build indexes every object of snap.
 func (x *index) build(snap *resource.Snapshot) {
-	for k := range snap.HTTPRoutes.All() {
-		x.updateRoute(snap, resource.Ref{Kind: resource.KindHTTPRoute, Key: k})
-	}
-	for k := range snap.GRPCRoutes.All() {
-		x.updateRoute(snap, resource.Ref{Kind: resource.KindGRPCRoute, Key: k})
+	for _, kind := range resource.RouteKinds {
+		for _, k := range snap.RouteKeys(kind) {
+			x.updateRoute(snap, resource.Ref{Kind: kind, Key: k})
+		}
 	}
 	for k := range snap.ListenerSets.All() {
 		x.updateSet(snap, k)
@@ -74,7 +72,7 @@ func (x *index) build(snap *resource.Snapshot) {
 }
 
 // routeParentRefs lists the parents (Gateways and ListenerSets) a route
-// names, resolved by package refs as attach resolves them.
+// names, resolved by package refs as the semantics resolve them.
 func routeParentRefs(ns string, parentRefs []gwv1.ParentReference) []resource.Ref {
 	var out []resource.Ref
 	for _, ref := range parentRefs {
@@ -93,17 +91,8 @@ func routeParentRefs(ns string, parentRefs []gwv1.ParentReference) []resource.Re
 // currentRouteParents are the parents route names in snap (none when it
 // does not exist).
 func currentRouteParents(snap *resource.Snapshot, route resource.Ref) []resource.Ref {
-	switch route.Kind {
-	case resource.KindHTTPRoute:
-		if r := snap.HTTPRoutes.Value(route.Key); r != nil {
-			return routeParentRefs(r.Namespace, r.Spec.ParentRefs)
-		}
-	case resource.KindGRPCRoute:
-		if r := snap.GRPCRoutes.Value(route.Key); r != nil {
-			return routeParentRefs(r.Namespace, r.Spec.ParentRefs)
-		}
-	}
-	return nil
+	ns, parentRefs, _ := snap.RouteParentRefs(route)
+	return routeParentRefs(ns, parentRefs)
 }
 
 // updateRoute re-indexes a route as it is in snap.
@@ -127,8 +116,8 @@ func (x *index) updateRoute(snap *resource.Snapshot, route resource.Ref) {
 	}
 }
 
-// setParentKey is the Gateway a ListenerSet names (processListenerSets
-// resolves it with it); false when its parentRef is not a Gateway.
+// setParentKey is the Gateway a ListenerSet names (package refs, as the
+// semantics resolve it); false when its parentRef is not a Gateway.
 func setParentKey(ls *gwv1.ListenerSet) (resource.Key, bool) {
 	p := refs.GatewayOf(ls.Namespace, ls.Spec.ParentRef)
 	if !p.IsGateway() {
@@ -248,27 +237,4 @@ func (x *index) gatewayOf(p resource.Ref) (resource.Key, bool) {
 	}
 	g, ok := x.setParent[p.Key]
 	return g, ok
-}
-
-// scope helpers: a nil scope is the whole snapshot.
-
-func (s *scope) gatewayKeys(in *inputs.Reader) []resource.Key {
-	if s == nil {
-		return in.GatewayKeys()
-	}
-	return s.gateways
-}
-
-func (s *scope) setKeys(in *inputs.Reader) []resource.Key {
-	if s == nil {
-		return in.ListenerSetKeys()
-	}
-	return s.sets
-}
-
-func (s *scope) routeKeys(in *inputs.Reader) (http, grpc []resource.Key) {
-	if s == nil {
-		return in.RouteKeys()
-	}
-	return s.httpRoutes, s.grpcRoutes
 }

@@ -1,4 +1,4 @@
-package gatewayapi
+package incremental
 
 import (
 	"encoding/json"
@@ -10,17 +10,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
-var incOpts = Options{ControllerName: gen.ControllerName}
+var incOpts = gatewayapi.Options{ControllerName: gen.ControllerName}
 
 // incrementalSteps applies random single-object changes to a generated
 // world and checks after each that the incremental translation with opts
 // equals a full one; it returns the Incremental and the last snapshot.
-func incrementalSteps(t *testing.T, opts Options) (*Incremental, *resource.Snapshot, map[Mode]int) {
+func incrementalSteps(t *testing.T, opts gatewayapi.Options) (*Translator, *resource.Snapshot, map[Mode]int) {
 	t.Helper()
 	seed := uint64(7)
 	if s := os.Getenv("PORTICO_INC_SEED"); s != "" {
@@ -42,10 +43,10 @@ func incrementalSteps(t *testing.T, opts Options) (*Incremental, *resource.Snaps
 // random single-object changes (gen.Change) to a generated world and
 // returns an error at the first step whose incremental translation with
 // opts differs from a full one (or is itself a full one).
-func differential(opts Options, seed uint64, steps int) (*Incremental, *resource.Snapshot, map[Mode]int, error) {
+func differential(opts gatewayapi.Options, seed uint64, steps int) (*Translator, *resource.Snapshot, map[Mode]int, error) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	snap := gen.Rich(500)
-	x := NewIncremental()
+	x := New()
 	if _, st := x.Translate(snap, opts); st.Mode != ModeFull {
 		return nil, nil, nil, fmt.Errorf("first translation: %s", st.Mode)
 	}
@@ -69,7 +70,7 @@ func differential(opts Options, seed uint64, steps int) (*Incremental, *resource
 		}
 		got, st := x.Translate(snap, opts)
 		modes[st.Mode]++
-		want := Translate(snap, opts)
+		want := gatewayapi.Translate(snap, opts)
 		if !sameResult(got, want) {
 			return x, snap, modes, fmt.Errorf("step %d (%s, %s): incremental result differs from the full translation\n%s", i, desc, st.Mode, resultDiff(got, want))
 		}
@@ -90,7 +91,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 	// churn: nothing of deleted objects is kept.
 	routes := snap.HTTPRoutes.Len() + snap.GRPCRoutes.Len()
 	for what, n := range map[string]int{
-		"compiled routes": len(x.memo.compiled), "route states": len(x.memo.routes), "route parents": len(x.idx.routeParents),
+		"compiled routes": len(x.cache.compiled), "route states": statesRoutes(x), "route parents": len(x.idx.routeParents),
 	} {
 		if n > routes {
 			t.Errorf("%d %s for %d routes", n, what, routes)
@@ -99,10 +100,10 @@ func TestIncrementalMatchesFull(t *testing.T) {
 	if n, max := len(x.rec.reads), routes+snap.Gateways.Len()+snap.GatewayClasses.Len(); n > max {
 		t.Errorf("dependencies of %d objects, at most %d exist", n, max)
 	}
-	if n := len(x.memo.irs); n > snap.Gateways.Len() {
+	if n := len(x.cache.assemblies); n > snap.Gateways.Len() {
 		t.Errorf("%d IR memories for %d Gateways", n, snap.Gateways.Len())
 	}
-	if n := len(x.memo.svcClusters); n > snap.Services.Len()+len(x.idx.serviceGateways)+50 {
+	if n := len(x.cache.svcClusters); n > snap.Services.Len()+len(x.idx.serviceGateways)+50 {
 		t.Errorf("endpoints of %d Services remembered, %d exist", n, snap.Services.Len())
 	}
 	if modes[ModeEndpoints] == 0 || modes[ModeIncremental] == 0 || modes[ModeRoutes] == 0 {
@@ -112,13 +113,13 @@ func TestIncrementalMatchesFull(t *testing.T) {
 
 // sameResult reports whether two results hold the same statuses, IR and
 // infrastructure (their status sets may differ in shape).
-func sameResult(a, b *Result) bool {
+func sameResult(a, b *gatewayapi.Result) bool {
 	return reflect.DeepEqual(statusList(a), statusList(b)) && a.StatusSet.Len() == b.StatusSet.Len() &&
 		reflect.DeepEqual(a.Gateways, b.Gateways) && reflect.DeepEqual(a.Infra, b.Infra)
 }
 
 // resultDiff names the first differing part of two results.
-func resultDiff(a, b *Result) string {
+func resultDiff(a, b *gatewayapi.Result) string {
 	if d := statusDiff(statusList(a), statusList(b)); d != "" {
 		return d
 	}
@@ -129,7 +130,7 @@ func resultDiff(a, b *Result) string {
 }
 
 // statusDiff names the first difference of two lists of statuses.
-func statusDiff(as, bs []Status) string {
+func statusDiff(as, bs []gatewayapi.Status) string {
 	if len(as) != len(bs) {
 		ka, kb := map[string]bool{}, map[string]bool{}
 		for _, s := range as {
@@ -161,7 +162,7 @@ func statusDiff(as, bs []Status) string {
 
 // xdsDiff names the first differing part of the IR and infrastructure of
 // two results.
-func xdsDiff(a, b *Result) string {
+func xdsDiff(a, b *gatewayapi.Result) string {
 	if len(a.Gateways) != len(b.Gateways) {
 		return "number of gateways " + itoa(len(a.Gateways)) + " != " + itoa(len(b.Gateways))
 	}
@@ -226,6 +227,20 @@ func xdsDiff(a, b *Result) string {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
+// statusList returns the statuses of a result, in order.
+func statusList(res *gatewayapi.Result) []gatewayapi.Status {
+	var out []gatewayapi.Status
+	for _, s := range res.Statuses {
+		out = append(out, s)
+	}
+	return out
+}
+
+func statesRoutes(x *Translator) int {
+	_, _, n := x.states.Len()
+	return n
+}
+
 // vhostDiff names the first virtual host that differs between two IRs of
 // one Gateway, or returns "".
 func vhostDiff(ga, gb *ir.Gateway) string {
@@ -267,7 +282,7 @@ func TestIncrementalMatchesFullWithinBudgets(t *testing.T) {
 		t.Errorf("modes %v: no incremental translation", modes)
 	}
 	refused := 0
-	for _, s := range Translate(snap, opts).StatusSet.All() {
+	for _, s := range gatewayapi.Translate(snap, opts).StatusSet.All() {
 		if s.Route == nil {
 			continue
 		}
@@ -282,4 +297,58 @@ func TestIncrementalMatchesFullWithinBudgets(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("the budget refused no route: the test does not exercise it")
 	}
+}
+
+// TestIncrementalSharesStatuses checks that a route path translation
+// keeps the statuses it did not compute again (the same pointers) and
+// that DiffStatuses finds exactly those it did.
+func TestIncrementalSharesStatuses(t *testing.T) {
+	snap := gen.Snapshot(2000)
+	x := New()
+	prev, _ := x.Translate(snap, incOpts)
+	snap, k := gen.ChangeRoute(snap, 77, 3)
+	res, st := x.Translate(snap, incOpts)
+	if st.Mode != ModeRoutes {
+		t.Fatalf("mode %s", st.Mode)
+	}
+	var changed []string
+	for old, cur := range gatewayapi.DiffStatuses(prev.StatusSet, res.StatusSet) {
+		if old == nil || cur == nil {
+			t.Fatalf("a status appeared or disappeared: %v %v", old, cur)
+		}
+		if !statusEqualIgnoringPointers(old, cur) {
+			changed = append(changed, cur.Key())
+		}
+	}
+	want := (&gatewayapi.Status{Kind: resource.KindHTTPRoute, Namespace: k.Namespace, Name: k.Name}).Key()
+	if fmt.Sprint(changed) != "["+want+"]" {
+		t.Errorf("changed statuses %v, want %s", changed, want)
+	}
+	same := 0
+	for _, s := range res.StatusSet.All() {
+		if prev.StatusSet.Get(s.Kind, s.Namespace, s.Name) == s {
+			same++
+		}
+	}
+	if same < res.StatusSet.Len()-3 {
+		t.Errorf("%d of %d statuses kept", same, res.StatusSet.Len())
+	}
+}
+
+func statusEqualIgnoringPointers(a, b *gatewayapi.Status) bool {
+	return a.Generation == b.Generation && reflect.DeepEqual(deref(a), deref(b))
+}
+
+func deref(s *gatewayapi.Status) any {
+	switch {
+	case s.Route != nil:
+		return *s.Route
+	case s.Gateway != nil:
+		return *s.Gateway
+	case s.ListenerSet != nil:
+		return *s.ListenerSet
+	case s.GatewayClass != nil:
+		return *s.GatewayClass
+	}
+	return nil
 }

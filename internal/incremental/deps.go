@@ -1,4 +1,4 @@
-package gatewayapi
+package incremental
 
 import (
 	"github.com/portico-dev/portico/internal/resource"
@@ -8,7 +8,7 @@ import (
 // owner) read from the snapshot, so that a change of an object it read
 // re-translates it. Reads of objects that do not exist are recorded too:
 // creating them is a change. It is the inputs.Recorder the engine gives
-// the translator: the accessors of package inputs record into it.
+// the semantics: the accessors of package inputs record into it.
 type recorder struct {
 	reads map[resource.Ref][]resource.Ref            // owner → objects read
 	users map[resource.Ref]map[resource.Ref]struct{} // object read → owners
