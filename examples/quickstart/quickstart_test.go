@@ -3,7 +3,6 @@
 package quickstart_test
 
 import (
-	"github.com/portico-dev/portico/internal/resource"
 	"os"
 	"slices"
 	"testing"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/re2"
+	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/resource/load"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )

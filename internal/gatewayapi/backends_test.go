@@ -1,7 +1,6 @@
 package gatewayapi
 
 import (
-	"github.com/portico-dev/portico/internal/resource"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +9,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 // oneRoute translates a route with one rule on a plain HTTP Gateway and

@@ -1,13 +1,14 @@
 package gatewayapi
 
 import (
-	"github.com/portico-dev/portico/internal/resource"
 	"reflect"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 // TestTranslationIgnoresStatus checks that the translator never reads the

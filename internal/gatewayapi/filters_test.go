@@ -1,7 +1,6 @@
 package gatewayapi
 
 import (
-	"github.com/portico-dev/portico/internal/resource"
 	"strings"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 // TestUnsupportedFiltersAnswer500: a filter Portico cannot apply is never

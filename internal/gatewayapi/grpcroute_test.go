@@ -1,13 +1,13 @@
 package gatewayapi
 
 import (
-	"github.com/portico-dev/portico/internal/resource"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 func TestGRPCMethodMatch(t *testing.T) {

@@ -1,11 +1,11 @@
 package gatewayapi
 
 import (
-	"github.com/portico-dev/portico/internal/resource"
 	"slices"
 	"strings"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 // Virtual hosts of a filter chain.
@@ -297,7 +297,7 @@ func coveringHostnames(host string) []string {
 // listener, indexed by effective hostname, in order. A route met under
 // several covering hostnames is placed once, at the first (most specific);
 // the set of routes already placed is local to the call, so the compiled
-// routes, which translations share through the memo, are only read.
+// routes, which translations share through the cache, are only read.
 func placeRoutes(host string, byHost map[string][]*attachment) []placedRoute {
 	var out []placedRoute
 	var placed map[*compiledRoute]struct{}

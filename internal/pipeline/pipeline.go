@@ -20,7 +20,7 @@
 // Only Run writes. Readers (admin endpoints, tests) see the last result
 // through an atomic pointer to an immutable Result.
 //
-// Translation is incremental. A gatewayapi.Incremental translates each
+// Translation is incremental. An incremental.Translator translates each
 // snapshot from the previous one, using the snapshot's Changes (listed by
 // the Kubernetes provider) or else comparing the two snapshots: a change of
 // EndpointSlices only updates the endpoints of the affected clusters

@@ -1,7 +1,6 @@
 package status
 
 import (
-	"github.com/portico-dev/portico/internal/resource"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 const ours = gwv1.GatewayController("portico.dev/gateway-controller")

@@ -18,6 +18,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/mod/modfile"
 )
 
 // K8sVersionDir is the cache subdirectory hack/kube-binaries.sh builds into.
@@ -79,19 +81,26 @@ func gatewayAPICRDs(dir string) (string, error) {
 	return crds, nil
 }
 
-// RepoRoot is the directory of go.mod above the working directory.
+// porticoModule is the path of the root module.
+const porticoModule = "github.com/portico-dev/portico"
+
+// RepoRoot is the directory of Portico's go.mod above the working
+// directory (a test of a nested module, such as test/bench, finds the
+// root too).
 func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		// Nested modules (test/bench, images) have go.mods of their own:
+		// the root is the one declaring Portico's module.
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modfile.ModulePath(data) == porticoModule {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
+			return "", errors.New("the go.mod of " + porticoModule + " is not above the working directory")
 		}
 		dir = parent
 	}

@@ -265,7 +265,7 @@ func writeMethod(p func(string, ...any), d *Details) {
 	p(" and xDS translation, without the hand-off to the xDS cache (`portico_xds_update_duration_seconds`, in")
 	p(" details.json as `follower_xds_update_mean_ms`). The same work in-process, without the cluster sharing the")
 	p(" CPUs (`IncrementalTranslation`: the mean of 200 single-route changes of `gen.Snapshot(N)` through")
-	p(" `gatewayapi.Incremental` and `translate.Translator`), is the row marked in-process.\n")
+	p(" `incremental.Translator` and `translate.Translator`), is the row marked in-process.\n")
 	p("- **Propagation**: an HTTPRoute with a unique path is created on a Gateway; the time until a Delta ADS")
 	p(" client, connected over mTLS (the Gateway's client certificate) to the **follower** replica, receives a")
 	p(" resource holding that path. The route is then deleted and its removal awaited. Under churn, routes change")

@@ -98,3 +98,33 @@ func sameConds(live, want []metav1.Condition) bool {
 	}
 	return true
 }
+
+// The translator never reads status. Entries of ours left on a route that
+// no longer names our Gateways while no replica ran are found by the
+// writer when it starts leading: it removes them and keeps the other
+// controllers' entries.
+func TestStaleEntriesRemovedAtStart(t *testing.T) {
+	f := newFixture(t)
+	f.gateway("gw")
+	f.service("web", "10.0.0.1")
+	f.route("served", "gw", "web")
+	stale := f.route("stale", "elsewhere", "web")
+	cond := []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: metav1.Now()}}
+	updateStatus(f, stale, func(r *gwv1.HTTPRoute) {
+		r.Status.Parents = []gwv1.RouteParentStatus{
+			{ParentRef: gwv1.ParentReference{Name: "gw"}, ControllerName: gwv1.GatewayController(f.controller), Conditions: cond},
+			{ParentRef: gwv1.ParentReference{Name: "elsewhere"}, ControllerName: "example.com/other", Conditions: cond},
+		}
+	})
+	startReplica(t, "solo", f.opts())
+
+	eventually(t, 30*time.Second, "route served accepted", func() bool { return f.routeAccepted("served") })
+	eventually(t, 10*time.Second, "our stale entry removed, the other controller's kept", func() bool {
+		var r gwv1.HTTPRoute
+		if err := k8s.Get(f.ctx, f.key("stale"), &r); err != nil {
+			return false
+		}
+		return f.ourParent(r.Status.RouteStatus) == nil && len(r.Status.Parents) == 1 &&
+			r.Status.Parents[0].ControllerName == "example.com/other"
+	})
+}
