@@ -188,7 +188,7 @@ func newWriter(cfg Config, clk clock.WithTicker) *Writer {
 // gatewayapi.DiffStatuses: the parts of the set shared with the previous
 // one (what an incremental translation carried over) are not looked at, so
 // the cost is that of the changes. A status that changed only its pointers
-// is compared with the desired one (condition times aside) and enqueued
+// is compared with the desired one and enqueued
 // only if it differs.
 func (w *Writer) Publish(statuses gatewayapi.StatusSet) {
 	w.mu.Lock()
@@ -265,16 +265,13 @@ func sameContent(a, b *gatewayapi.Status) bool {
 		a.ListenerSet == b.ListenerSet && a.Route == b.Route
 }
 
-// sameDesired compares two desired statuses ignoring condition transition
-// times, which the translator stamps with its own clock.
+// sameDesired compares two desired statuses (which carry no condition
+// times: the writer stamps them).
 func sameDesired(a, b *gatewayapi.Status) bool {
 	if a.Generation != b.Generation || a.Kind != b.Kind {
 		return false
 	}
-	if sameContent(a, b) {
-		return true
-	}
-	return reflect.DeepEqual(stripTimes(a), stripTimes(b))
+	return sameContent(a, b) || reflect.DeepEqual(a, b)
 }
 
 // Observe tells the writer that an object's status changed on the server
