@@ -96,9 +96,12 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 // nil ready counts as ready), with the target port of the slice port named
 // like the Service port. They are deduplicated and sorted.
 func (t *translator) endpointsOf(def *clusterDef) []ir.Endpoint {
-	return t.cache.Endpoints(def.name, def.svc, func() []ir.Endpoint {
-		return clusterEndpoints(t.in.EndpointSlices(def.svc), def.port.Name)
-	})
+	if e, ok := t.cache.Endpoints(def.name); ok {
+		return e
+	}
+	e := clusterEndpoints(t.in.EndpointSlices(def.svc), def.port.Name)
+	t.cache.KeepEndpoints(def.name, def.svc, e)
+	return e
 }
 
 // clusterEndpoints computes the ready endpoints of the port named portName

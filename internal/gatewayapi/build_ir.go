@@ -44,7 +44,7 @@ type Assembly struct {
 	vhosts map[vhostKey]*vhostMemo
 	// uses counts the uses of each cluster by the virtual hosts; clusters
 	// is the IR's list of them.
-	uses     map[string]*clusterCount
+	uses     map[string]clusterCount
 	clusters []*ir.Cluster
 }
 
@@ -151,35 +151,38 @@ func (b *irBuilder) memoClusters(prev *Assembly) *Assembly {
 	// before holds, for the clusters whose counts change, whether they
 	// were used, and used by HTTP/2, before.
 	type state struct{ used, h2 bool }
-	before := map[string]state{}
+	var before map[string]state // nil without prev: every cluster is new
 	add := func(v *vhostMemo, d int) {
 		for _, u := range v.uses {
-			c := m.uses[u.def.name]
-			if c == nil {
-				c = &clusterCount{def: u.def}
-				m.uses[u.def.name] = c
+			c, ok := m.uses[u.def.name]
+			if !ok {
+				c = clusterCount{def: u.def}
 			}
 			if d > 0 {
 				// The latest definition: an older one may predate a
 				// change of the Service (whose users were all rebuilt).
 				c.def = u.def
 			}
-			if _, ok := before[u.def.name]; !ok {
-				before[u.def.name] = state{c.n > 0, c.h2 > 0}
+			if before != nil {
+				if _, ok := before[u.def.name]; !ok {
+					before[u.def.name] = state{c.n > 0, c.h2 > 0}
+				}
 			}
 			c.n += d
 			if u.grpc || u.def.h2 {
 				c.h2 += d
 			}
+			m.uses[u.def.name] = c
 		}
 	}
-	dirty := map[string]bool{}
+	var dirty map[string]bool
 	if prev == nil {
-		m.uses = map[string]*clusterCount{}
+		m.uses = make(map[string]clusterCount, len(b.newVhosts))
 		for _, v := range b.newVhosts {
 			add(v, 1)
 		}
 	} else {
+		before, dirty = map[string]state{}, map[string]bool{}
 		// The previous counts are taken over: prev is not used again.
 		m.uses = prev.uses
 		for k, v := range prev.vhosts {
@@ -245,7 +248,7 @@ func (b *irBuilder) memoClusters(prev *Assembly) *Assembly {
 // with the dirty clusters made again from their counts, or left out when
 // no longer used: the cost is that of the change, not of a new list built
 // through a map of every cluster.
-func (b *irBuilder) mergeClusters(uses map[string]*clusterCount, prev []*ir.Cluster, dirty map[string]bool) []*ir.Cluster {
+func (b *irBuilder) mergeClusters(uses map[string]clusterCount, prev []*ir.Cluster, dirty map[string]bool) []*ir.Cluster {
 	names := make([]string, 0, len(dirty))
 	for n := range dirty {
 		names = append(names, n)
@@ -253,7 +256,7 @@ func (b *irBuilder) mergeClusters(uses map[string]*clusterCount, prev []*ir.Clus
 	slices.Sort(names)
 	out := make([]*ir.Cluster, 0, len(prev)+len(names))
 	emit := func(name string) {
-		if c := uses[name]; c != nil && c.n > 0 {
+		if c, ok := uses[name]; ok && c.n > 0 {
 			out = append(out, b.clusterOf(name, c))
 		}
 	}
@@ -279,7 +282,7 @@ func (b *irBuilder) mergeClusters(uses map[string]*clusterCount, prev []*ir.Clus
 }
 
 // clusterOf is the IR cluster of name, used as c counts.
-func (b *irBuilder) clusterOf(name string, c *clusterCount) *ir.Cluster {
+func (b *irBuilder) clusterOf(name string, c clusterCount) *ir.Cluster {
 	proto := ir.UpstreamHTTP1
 	if c.h2 > 0 {
 		proto = ir.UpstreamHTTP2

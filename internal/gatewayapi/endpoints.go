@@ -34,9 +34,11 @@ func PatchEndpoints(snap *resource.Snapshot, gw *ir.Gateway, svcs []resource.Key
 	for _, i := range idx {
 		c := gw.Clusters[i]
 		svc := resource.Key{Namespace: c.ServiceNamespace, Name: c.ServiceName}
-		eps := cache.Endpoints(c.Name, svc, func() []ir.Endpoint {
-			return clusterEndpoints(in.EndpointSlices(svc), servicePortName(in.Service(svc), c.ServicePort))
-		})
+		eps, ok := cache.Endpoints(c.Name)
+		if !ok {
+			eps = clusterEndpoints(in.EndpointSlices(svc), servicePortName(in.Service(svc), c.ServicePort))
+			cache.KeepEndpoints(c.Name, svc, eps)
+		}
 		if slices.Equal(eps, c.Endpoints) {
 			continue
 		}

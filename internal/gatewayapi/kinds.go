@@ -21,25 +21,25 @@ import (
 var routeKinds = map[resource.Kind]routeKind{
 	resource.KindHTTPRoute: {
 		protocols: []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType},
-		read: func(in *inputs.Reader, k resource.Key) *routeSource {
+		read: func(in *inputs.Reader, k resource.Key) (routeSource, bool) {
 			r := in.HTTPRoute(k)
 			if r == nil {
-				return nil
+				return routeSource{}, false
 			}
-			return &routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames,
-				func(t *translator, rs *routeState) { t.compileHTTPRoute(rs, r.Spec.Rules) }}
+			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r}, true
 		},
+		compile: func(t *translator, rs *routeState, obj any) { t.compileHTTPRoute(rs, obj.(*gwv1.HTTPRoute).Spec.Rules) },
 	},
 	resource.KindGRPCRoute: {
 		protocols: []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType},
-		read: func(in *inputs.Reader, k resource.Key) *routeSource {
+		read: func(in *inputs.Reader, k resource.Key) (routeSource, bool) {
 			r := in.GRPCRoute(k)
 			if r == nil {
-				return nil
+				return routeSource{}, false
 			}
-			return &routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames,
-				func(t *translator, rs *routeState) { t.compileGRPCRoute(rs, r.Spec.Rules) }}
+			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r}, true
 		},
+		compile: func(t *translator, rs *routeState, obj any) { t.compileGRPCRoute(rs, obj.(*gwv1.GRPCRoute).Spec.Rules) },
 	},
 }
 
@@ -48,8 +48,10 @@ type routeKind struct {
 	// protocols are the listener protocols whose allowedRoutes.kinds
 	// default to this kind.
 	protocols []gwv1.ProtocolType
-	// read returns the route of key k through in (nil when none).
-	read func(in *inputs.Reader, k resource.Key) *routeSource
+	// read returns the route of key k through in (false when none).
+	read func(in *inputs.Reader, k resource.Key) (routeSource, bool)
+	// compile compiles the rules of obj, the object read, into rs.rules.
+	compile func(t *translator, rs *routeState, obj any)
 }
 
 // routeSource is one route as the kind-agnostic semantics see it.
@@ -57,8 +59,7 @@ type routeSource struct {
 	meta      *metav1.ObjectMeta
 	spec      gwv1.CommonRouteSpec
 	hostnames []gwv1.Hostname
-	// compile compiles the route's rules into rs.rules.
-	compile func(t *translator, rs *routeState)
+	obj       any // the object, for its kind's compile
 }
 
 // maxRouteKinds bounds the number of route kinds (kindCount arrays).
@@ -111,4 +112,11 @@ func kindNames(kinds []resource.Kind) string {
 
 // irRoutePrefix is the prefix of the ir.Route names of a route kind:
 // "httproute/".
-func irRoutePrefix(kind resource.Kind) string { return strings.ToLower(kind.String()) + "/" }
+func irRoutePrefix(kind resource.Kind) string { return irRoutePrefixes[kindIndex(kind)] }
+
+var irRoutePrefixes = func() (out [maxRouteKinds]string) {
+	for i, k := range resource.RouteKinds {
+		out[i] = strings.ToLower(k.String()) + "/"
+	}
+	return out
+}()

@@ -49,17 +49,19 @@ func (s *Scope) setKeys(in *inputs.Reader) []resource.Key {
 	return s.ListenerSets
 }
 
-func (s *Scope) routeRefs(in *inputs.Reader) []resource.Ref {
+// eachRoute calls f with each route of the scope, in order.
+func (s *Scope) eachRoute(in *inputs.Reader, f func(resource.Ref)) {
 	if s != nil {
-		return s.Routes
+		for _, r := range s.Routes {
+			f(r)
+		}
+		return
 	}
-	var out []resource.Ref
 	for _, kind := range resource.RouteKinds {
 		for _, k := range in.RouteKeys(kind) {
-			out = append(out, resource.Ref{Kind: kind, Key: k})
+			f(resource.Ref{Kind: kind, Key: k})
 		}
 	}
-	return out
 }
 
 // CompareRouteRefs orders routes as translations take them: by kind (in
@@ -79,9 +81,10 @@ type Cache interface {
 	// earlier translation, or nil; KeepCompiledRoute keeps them.
 	CompiledRoute(ref resource.Ref) *CompiledRoute
 	KeepCompiledRoute(ref resource.Ref, c *CompiledRoute)
-	// Endpoints returns the endpoints of cluster, of Service svc, calling
-	// compute when it holds none.
-	Endpoints(cluster string, svc resource.Key, compute func() []ir.Endpoint) []ir.Endpoint
+	// Endpoints returns the kept endpoints of cluster; KeepEndpoints keeps
+	// those computed for cluster, of Service svc.
+	Endpoints(cluster string) ([]ir.Endpoint, bool)
+	KeepEndpoints(cluster string, svc resource.Key, e []ir.Endpoint)
 	// Assembly returns what the previous IR of Gateway gw was assembled
 	// from, or nil; KeepAssembly keeps the new one.
 	Assembly(gw resource.Key) *Assembly
@@ -116,13 +119,13 @@ func (*oneTranslation) Assembly(resource.Key) *Assembly                { return 
 func (*oneTranslation) KeepAssembly(resource.Key, *Assembly)           {}
 func (*oneTranslation) EndpointsChanged() func(resource.Key) bool      { return nil }
 
-func (c *oneTranslation) Endpoints(cluster string, _ resource.Key, compute func() []ir.Endpoint) []ir.Endpoint {
+func (c *oneTranslation) Endpoints(cluster string) ([]ir.Endpoint, bool) {
 	e, ok := c.endpoints[cluster]
-	if !ok {
-		e = compute()
-		c.endpoints[cluster] = e
-	}
-	return e
+	return e, ok
+}
+
+func (c *oneTranslation) KeepEndpoints(cluster string, _ resource.Key, e []ir.Endpoint) {
+	c.endpoints[cluster] = e
 }
 
 // Partial is the outcome of a translation of part of a snapshot: the IR
@@ -199,14 +202,19 @@ func TranslateScope(snap *resource.Snapshot, opts Options, scope *Scope, cache C
 	}
 	t := newTranslator(snap, opts, rec, cache)
 	t.scope = scope
-	return t.run()
+	t.run()
+	return t.partial(t.buildIR(), true)
 }
 
-// partial collects the outcome of t.
-func (t *translator) partial(gateways []*ir.Gateway) *Partial {
-	p := &Partial{Gateways: gateways, Infra: t.infraSpecs(gateways), States: NewStates()}
+// partial collects the outcome of t, with its States when withStates.
+func (t *translator) partial(gateways []*ir.Gateway, withStates bool) *Partial {
+	p := &Partial{Gateways: gateways, Infra: t.infraSpecs(gateways)}
 	sortStatuses(t.statuses)
 	p.Statuses = t.statuses
+	if !withStates {
+		return p
+	}
+	p.States = NewStates()
 	for k, g := range t.gateways {
 		p.States.gateways[k] = g
 	}

@@ -121,7 +121,7 @@ func Reattach(snap *resource.Snapshot, opts Options, prev *States, gateways, set
 	}
 	t.routeStatuses()
 	t.gatewayStatuses()
-	return t.partial(t.buildIR())
+	return t.partial(t.buildIR(), true)
 }
 
 // mixedKinds reports whether listener l holds, or would hold once the

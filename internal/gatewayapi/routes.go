@@ -75,12 +75,12 @@ func (r *routeState) ns() string { return r.meta.Namespace }
 
 // processRoutes compiles and attaches every route (of the scope).
 func (t *translator) processRoutes() {
-	for _, ref := range t.scope.routeRefs(t.in) {
+	t.scope.eachRoute(t.in, func(ref resource.Ref) {
 		if rs := t.translateRoute(ref); rs != nil {
 			rs.attachAll()
 			t.routes = append(t.routes, rs)
 		}
-	}
+	})
 	t.resolveKindCollisions()
 	t.enforceGatewayBudgets()
 	t.countAttachedRoutes()
@@ -90,8 +90,9 @@ func (t *translator) processRoutes() {
 // kept of it) and resolves its parents; nil when it does not exist. Its
 // attachments are not yet added to the listeners.
 func (t *translator) translateRoute(ref resource.Ref) *routeState {
-	src := routeKinds[ref.Kind].read(t.in, ref.Key)
-	if src == nil {
+	kind := routeKinds[ref.Kind]
+	src, ok := kind.read(t.in, ref.Key)
+	if !ok {
 		return nil
 	}
 	rs := newRouteState(ref.Kind, src.meta, src.spec)
@@ -100,7 +101,7 @@ func (t *translator) translateRoute(ref resource.Ref) *routeState {
 	} else {
 		rs.setHostnames(src.hostnames)
 		prevOwner := t.in.Own(ref)
-		src.compile(t, rs)
+		kind.compile(t, rs, src.obj)
 		t.in.Own(prevOwner)
 		t.cache.KeepCompiledRoute(ref, &CompiledRoute{rules: rs.rules, hostnames: rs.hostnames, noHostname: rs.noHostname})
 	}

@@ -119,7 +119,9 @@ func Translate(snap *resource.Snapshot, opts Options) *Result {
 	if snap == nil {
 		return &Result{}
 	}
-	p := TranslateScope(snap, opts, nil, nil, nil)
+	t := newTranslator(snap, opts, nil, newOneTranslation())
+	t.run()
+	p := t.partial(t.buildIR(), false) // nobody continues from its states
 	return &Result{Gateways: p.Gateways, Infra: p.Infra, StatusSet: NewStatusSet(p.Statuses)}
 }
 
@@ -138,8 +140,8 @@ func newTranslator(snap *resource.Snapshot, opts Options, rec inputs.Recorder, c
 	}
 }
 
-// run translates the snapshot (or the scope).
-func (t *translator) run() *Partial {
+// run translates the snapshot (or the scope) up to the IR.
+func (t *translator) run() {
 	t.processClasses()
 	t.processGateways()
 	t.processListenerSets()
@@ -147,7 +149,6 @@ func (t *translator) run() *Partial {
 	t.processRoutes()
 	t.routeStatuses()
 	t.gatewayStatuses()
-	return t.partial(t.buildIR())
 }
 
 func sortStatuses(s []Status) {

@@ -198,19 +198,20 @@ func inputOf(a *attachment, effective string) vhostInput {
 }
 
 func newVhostMemo(host string, port uint32, byHost map[string][]*attachment, placed []placedRoute, v *ir.VirtualHost) *vhostMemo {
-	m := &vhostMemo{port: port, vh: v}
+	m := &vhostMemo{port: port, vh: v,
+		counts: make([]int32, 0, strings.Count(host, ".")+2), inputs: make([]vhostInput, 0, len(placed))}
 	coveringLists(host, byHost, func(h string, atts []*attachment, _ hostRank) {
 		m.counts = append(m.counts, int32(len(atts)))
 		for _, a := range atts {
 			m.inputs = append(m.inputs, inputOf(a, h))
 		}
 	})
-	seen := map[clusterUse]bool{}
+	// A virtual host uses few clusters: a linear scan dedups them without
+	// a map.
 	for _, p := range placed {
 		for _, def := range p.cr.clusters {
 			u := clusterUse{def, p.grpc}
-			if !seen[u] {
-				seen[u] = true
+			if !slices.Contains(m.uses, u) {
 				m.uses = append(m.uses, u)
 			}
 		}

@@ -60,11 +60,12 @@ func (c *cache) forgetRoute(ref resource.Ref) {
 	c.rec.forget(ref)
 }
 
-func (c *cache) Endpoints(cluster string, svc resource.Key, compute func() []ir.Endpoint) []ir.Endpoint {
-	if e, ok := c.endpoints[cluster]; ok {
-		return e
-	}
-	e := compute()
+func (c *cache) Endpoints(cluster string) ([]ir.Endpoint, bool) {
+	e, ok := c.endpoints[cluster]
+	return e, ok
+}
+
+func (c *cache) KeepEndpoints(cluster string, svc resource.Key, e []ir.Endpoint) {
 	c.endpoints[cluster] = e
 	s := c.svcClusters[svc]
 	if s == nil {
@@ -72,7 +73,6 @@ func (c *cache) Endpoints(cluster string, svc resource.Key, compute func() []ir.
 		c.svcClusters[svc] = s
 	}
 	s.add(cluster)
-	return e
 }
 
 // forgetService drops the endpoints of a Service's clusters.
