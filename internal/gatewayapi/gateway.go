@@ -158,7 +158,7 @@ func (t *translator) processListenerSets() {
 		if ls == nil {
 			continue
 		}
-		key, ok := setParentKey(ls)
+		key, ok := ListenerSetParent(ls)
 		if !ok {
 			continue
 		}

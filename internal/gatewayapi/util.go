@@ -16,9 +16,10 @@ func (s set[K]) add(k K) { s[k] = struct{}{} }
 
 func gatewayRef(k resource.Key) resource.Ref { return resource.Ref{Kind: resource.KindGateway, Key: k} }
 
-// setParentKey is the Gateway a ListenerSet names; false when its
-// parentRef is not a Gateway.
-func setParentKey(ls *gwv1.ListenerSet) (resource.Key, bool) {
+// ListenerSetParent is the Gateway a ListenerSet names (package refs, the
+// defaults applied); false when its parentRef is not a Gateway. The engine
+// indexes ListenerSets by it.
+func ListenerSetParent(ls *gwv1.ListenerSet) (resource.Key, bool) {
 	p := refs.GatewayOf(ls.Namespace, ls.Spec.ParentRef)
 	if !p.IsGateway() {
 		return resource.Key{}, false

@@ -5,6 +5,7 @@ import (
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/refs"
 	"github.com/portico-dev/portico/internal/resource"
 )
@@ -116,16 +117,6 @@ func (x *index) updateRoute(snap *resource.Snapshot, route resource.Ref) {
 	}
 }
 
-// setParentKey is the Gateway a ListenerSet names (package refs, as the
-// semantics resolve it); false when its parentRef is not a Gateway.
-func setParentKey(ls *gwv1.ListenerSet) (resource.Key, bool) {
-	p := refs.GatewayOf(ls.Namespace, ls.Spec.ParentRef)
-	if !p.IsGateway() {
-		return resource.Key{}, false
-	}
-	return resource.Key{Namespace: p.Namespace, Name: p.Name}, true
-}
-
 // updateSet re-indexes a ListenerSet as it is in snap.
 func (x *index) updateSet(snap *resource.Snapshot, k resource.Key) {
 	unlink(x.setParent, x.setsByGateway, k)
@@ -133,7 +124,7 @@ func (x *index) updateSet(snap *resource.Snapshot, k resource.Key) {
 	if ls == nil {
 		return
 	}
-	if g, ok := setParentKey(ls); ok {
+	if g, ok := gatewayapi.ListenerSetParent(ls); ok {
 		link(x.setParent, x.setsByGateway, k, g)
 	}
 }
