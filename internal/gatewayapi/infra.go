@@ -161,16 +161,20 @@ func serviceAddresses(svc *corev1.Service, clusterIP bool) []gwv1.GatewayStatusA
 // infraSpecs lists, for every Gateway of ours, what its proxies need: the
 // effective ProxyConfig and the ports of its programmed listeners.
 func (t *translator) infraSpecs(gws []*ir.Gateway) []proxyspec.Spec {
-	ports := map[resource.Key][]uint32{}
+	ports, udp := map[resource.Key][]uint32{}, map[resource.Key][]uint32{}
 	for _, g := range gws {
 		k := resource.Key{Namespace: g.Namespace, Name: g.Name}
 		for _, l := range g.Listeners {
-			ports[k] = append(ports[k], l.Port)
+			if l.Protocol == ir.ProtocolUDP {
+				udp[k] = append(udp[k], l.Port)
+			} else {
+				ports[k] = append(ports[k], l.Port)
+			}
 		}
 	}
 	var out []proxyspec.Spec
 	for _, g := range t.gwOrder {
-		s := proxyspec.Spec{Gateway: g.obj, Ports: proxyspec.Ports(ports[g.key()])}
+		s := proxyspec.Spec{Gateway: g.obj, Ports: proxyspec.Ports(ports[g.key()]), UDPPorts: proxyspec.Ports(udp[g.key()])}
 		if g.proxy != nil {
 			s.Proxy = *g.proxy.DeepCopy()
 		}

@@ -32,8 +32,19 @@ func (g *Gateway) Key() string { return g.Namespace + "/" + g.Name }
 type Protocol string
 
 const (
-	ProtocolHTTP  Protocol = "HTTP"
+	// ProtocolHTTP: plaintext HTTP, one filter chain with a RouteConfig.
+	ProtocolHTTP Protocol = "HTTP"
+	// ProtocolHTTPS: filter chains selected by SNI (TLS inspection). A
+	// chain with CertificateSecrets terminates TLS, one without passes the
+	// TLS stream through untouched; each then routes HTTP (RouteConfig,
+	// terminating chains only) or forwards the connection (TCP). HTTPS
+	// listeners and TLS listeners of either mode share a port this way.
 	ProtocolHTTPS Protocol = "HTTPS"
+	// ProtocolTCP: one filter chain without TLS that forwards connections
+	// (TCP).
+	ProtocolTCP Protocol = "TCP"
+	// ProtocolUDP: datagrams forwarded by Listener.UDP; no filter chains.
+	ProtocolUDP Protocol = "UDP"
 )
 
 // Listener is one port of the proxy. Gateway API listeners (and ListenerSet
@@ -43,19 +54,45 @@ type Listener struct {
 	Name     string
 	Port     uint32
 	Protocol Protocol
-	// FilterChains: for HTTP exactly one with no ServerNames; for HTTPS one
-	// per distinct SNI hostname, sorted by Name. A chain with no ServerNames
-	// on HTTPS is the catch-all for a listener without a hostname.
+	// FilterChains: for HTTP and TCP exactly one with no ServerNames; for
+	// HTTPS one per distinct SNI hostname, sorted by Name. A chain with no
+	// ServerNames on HTTPS is the catch-all for a listener without a
+	// hostname. None for UDP.
 	FilterChains []*FilterChain
+	// UDP forwards the datagrams of a UDP listener; nil otherwise.
+	UDP *UDPRoute
 }
 
-// FilterChain selects traffic by SNI (HTTPS) and routes it with RouteConfig.
+// FilterChain selects traffic by SNI (HTTPS) and routes it with
+// RouteConfig, or forwards whole connections with TCP: exactly one of the
+// two is set.
 type FilterChain struct {
 	Name        string
 	ServerNames []string
-	// CertificateSecrets name entries of Gateway.Secrets, delivered by SDS.
+	// CertificateSecrets name entries of Gateway.Secrets, delivered by SDS;
+	// none on an HTTPS listener's chain means TLS passthrough.
 	CertificateSecrets []string
 	RouteConfig        *RouteConfig
+	TCP                *TCPRoute
+}
+
+// TCPRoute forwards each connection of a filter chain to one of weighted
+// clusters (TLSRoute, TCPRoute).
+type TCPRoute struct {
+	// Name is the route's stable name, "<kind>/<ns>/<name>/rule/<i>", used
+	// as the stat prefix.
+	Name string
+	// Backends share the connections by weight. A connection given to an
+	// Invalid backend, or on a route without backends, is closed at once.
+	Backends []WeightedBackend
+}
+
+// UDPRoute forwards the datagrams of a UDP listener (UDPRoute): each
+// session (client address and port) to one of weighted clusters, like
+// TCPRoute's connections.
+type UDPRoute struct {
+	Name     string
+	Backends []WeightedBackend
 }
 
 // RouteConfig is a set of virtual hosts served on a filter chain.
@@ -225,11 +262,18 @@ type UpstreamProtocol string
 const (
 	UpstreamHTTP1 UpstreamProtocol = "HTTP/1.1"
 	UpstreamHTTP2 UpstreamProtocol = "HTTP/2"
+	// UpstreamTCP: connections forwarded as they are (TCPRoute, TLSRoute):
+	// no HTTP protocol options.
+	UpstreamTCP UpstreamProtocol = "TCP"
+	// UpstreamUDP: datagrams to the UDP port of the Service (UDPRoute).
+	UpstreamUDP UpstreamProtocol = "UDP"
 )
 
 // Cluster is one port of one Service.
 type Cluster struct {
-	// Name is "<namespace>/<service>/<port>".
+	// Name is "<namespace>/<service>/<port>", "<namespace>/<service>/<port>/udp"
+	// for the UDP port of a Service (a Service may have TCP and UDP on one
+	// port number).
 	Name             string
 	ServiceNamespace string
 	ServiceName      string

@@ -31,11 +31,13 @@ import (
 
 // Spec is what the translator decides about one Gateway of ours: the
 // Gateway, the effective ProxyConfig spec (the Gateway's own parametersRef,
-// else its class's, else defaults) and the listener ports to expose.
+// else its class's, else defaults) and the listener ports to expose: Ports
+// over TCP, UDPPorts over UDP (one port number may be in both).
 type Spec struct {
-	Gateway *gwv1.Gateway
-	Proxy   v1alpha1.ProxyConfigSpec
-	Ports   []int32
+	Gateway  *gwv1.Gateway
+	Proxy    v1alpha1.ProxyConfigSpec
+	Ports    []int32
+	UDPPorts []int32
 }
 
 // Ports are the distinct listener ports of a Gateway and its ListenerSets,
