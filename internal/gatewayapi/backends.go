@@ -20,10 +20,33 @@ import (
 // values are clamped so that sums of weights cannot overflow.
 const maxWeight = 1000000
 
-// clusterRef is a Service port as a backendRef names it.
+// clusterRef is a Service port as a backendRef of a class of route kinds
+// names it.
 type clusterRef struct {
 	namespace, name string
 	port            int32
+	class           backendClass
+}
+
+// backendClass is how a kind of route uses its backends: HTTP (HTTPRoute,
+// GRPCRoute: the port's appProtocol matters), TCP (TLSRoute, TCPRoute:
+// bytes forwarded as they are) or UDP (UDPRoute: the Service's UDP port).
+type backendClass uint8
+
+const (
+	backendHTTP backendClass = iota
+	backendTCP
+	backendUDP
+)
+
+func backendClassOf(kind resource.Kind) backendClass {
+	switch kind {
+	case resource.KindTLSRoute, resource.KindTCPRoute:
+		return backendTCP
+	case resource.KindUDPRoute:
+		return backendUDP
+	}
+	return backendHTTP
 }
 
 // clusterDef is one port of one Service that routes refer to.
@@ -33,6 +56,8 @@ type clusterDef struct {
 	port corev1.ServicePort
 	// h2 is set when the port's appProtocol asks for HTTP/2 (h2c, gRPC).
 	h2 bool
+	// udp: the Service's UDP port (named "<ns>/<svc>/<port>/udp").
+	udp bool
 }
 
 // resolveBackend checks a backendRef (or mirror backendRef) of a route and
@@ -55,8 +80,9 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("backend Service %s has no port; port is required for Services", b.ID())}
 	}
 	port := b.Port
+	class := backendClassOf(rs.kind)
 	// The common case, without building strings.
-	if def, ok := t.clusterByRef[clusterRef{ns, name, port}]; ok {
+	if def, ok := t.clusterByRef[clusterRef{ns, name, port, class}]; ok {
 		return def, nil
 	}
 	id := b.ID()
@@ -66,19 +92,27 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return nil, &problem{string(gwv1.RouteReasonInvalidKind), fmt.Sprintf("Service %s is of type ExternalName, which is not supported", id)}
 	}
+	proto := corev1.ProtocolTCP
+	if class == backendUDP {
+		proto = corev1.ProtocolUDP
+	}
 	var sp *corev1.ServicePort
 	for i := range svc.Spec.Ports {
 		p := &svc.Spec.Ports[i]
-		if p.Port == port && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) {
+		if p.Port == port && (p.Protocol == proto || (p.Protocol == "" && proto == corev1.ProtocolTCP)) {
 			sp = p
 			break
 		}
 	}
 	if sp == nil {
-		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s has no TCP port %d", id, port)}
+		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("Service %s has no %s port %d", id, proto, port)}
 	}
 	def := &clusterDef{name: id + "/" + strconv.Itoa(int(port)), svc: resource.Key{Namespace: ns, Name: name}, port: *sp}
-	if sp.AppProtocol != nil {
+	if class == backendUDP {
+		def.name += "/udp"
+		def.udp = true
+	}
+	if sp.AppProtocol != nil && class == backendHTTP {
 		switch *sp.AppProtocol {
 		case "kubernetes.io/h2c", "h2c", "grpc":
 			def.h2 = true
@@ -87,7 +121,7 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 				fmt.Sprintf("Service %s port %d has appProtocol %q; TLS to backends is not supported", id, port, *sp.AppProtocol)}
 		}
 	}
-	t.clusterByRef[clusterRef{ns, name, port}] = def
+	t.clusterByRef[clusterRef{ns, name, port, class}] = def
 	return def, nil
 }
 

@@ -48,11 +48,11 @@ type Assembly struct {
 	clusters []*ir.Cluster
 }
 
-// clusterCount counts the virtual hosts using a cluster, and those of them
-// asking for HTTP/2.
+// clusterCount counts the virtual hosts (and L4 chains) using a cluster,
+// those of them routing HTTP, and those asking for HTTP/2.
 type clusterCount struct {
-	def   *clusterDef
-	n, h2 int
+	def         *clusterDef
+	n, http, h2 int
 }
 
 func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
@@ -66,24 +66,35 @@ func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 	if prev != nil {
 		b.oldVhosts = prev.vhosts
 	}
+	// By port, UDP ports after the TCP ones of the same number (portKey).
 	byPort := map[int32][]*listener{}
 	var ports []int32
 	for _, l := range g.merged {
 		if !l.programmed() {
 			continue
 		}
-		if byPort[l.port] == nil {
-			ports = append(ports, l.port)
+		k := l.portKey()
+		if byPort[k] == nil {
+			ports = append(ports, k)
 		}
-		byPort[l.port] = append(byPort[l.port], l)
+		byPort[k] = append(byPort[k], l)
 	}
-	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
-	for _, port := range ports {
-		ls := byPort[port]
-		// Conflict detection leaves one protocol per port.
-		if ls[0].protocol == gwv1.HTTPSProtocolType {
+	sort.Slice(ports, func(i, j int) bool {
+		pi, pj := byPort[ports[i]][0].port, byPort[ports[j]][0].port
+		return pi < pj || (pi == pj && ports[i] < ports[j])
+	})
+	for _, k := range ports {
+		ls := byPort[k]
+		port := ls[0].port
+		// Conflict detection leaves one class of protocols per port.
+		switch portClass(ls[0].protocol) {
+		case gwv1.HTTPSProtocolType:
 			b.gw.Listeners = append(b.gw.Listeners, b.httpsListener(port, ls))
-		} else {
+		case gwv1.TCPProtocolType:
+			b.gw.Listeners = append(b.gw.Listeners, b.tcpListener(port, ls[0]))
+		case gwv1.UDPProtocolType:
+			b.gw.Listeners = append(b.gw.Listeners, b.udpListener(port, ls[0]))
+		default:
 			b.gw.Listeners = append(b.gw.Listeners, b.httpListener(port, ls))
 		}
 	}
@@ -110,13 +121,18 @@ func (b *irBuilder) httpListener(port int32, ls []*listener) *ir.Listener {
 	}
 }
 
-// httpsListener makes a filter chain per listener (hostnames are distinct
-// on a port), selected by SNI; the listener without hostname is the
+// httpsListener makes a filter chain per HTTPS listener (hostnames are
+// distinct on a port), selected by SNI, and the chains of the TLS
+// listeners' routes (tlsChains); the listener without hostname is the
 // catch-all chain.
 func (b *irBuilder) httpsListener(port int32, ls []*listener) *ir.Listener {
 	name := fmt.Sprintf("https-%d", port)
 	out := &ir.Listener{Name: name, Port: uint32(port), Protocol: ir.ProtocolHTTPS}
 	for _, l := range ls {
+		if l.protocol == gwv1.TLSProtocolType {
+			out.FilterChains = append(out.FilterChains, b.tlsChains(name, l)...)
+			continue
+		}
 		host := l.hostname
 		fc := &ir.FilterChain{Name: name + "/" + vhostName(host)}
 		if host != "" {
@@ -150,7 +166,7 @@ func (b *irBuilder) memoClusters(prev *Assembly) *Assembly {
 	m := &Assembly{vhosts: b.newVhosts}
 	// before holds, for the clusters whose counts change, whether they
 	// were used, and used by HTTP/2, before.
-	type state struct{ used, h2 bool }
+	type state struct{ used, http, h2 bool }
 	var before map[string]state // nil without prev: every cluster is new
 	add := func(v *vhostMemo, d int) {
 		for _, u := range v.uses {
@@ -165,12 +181,15 @@ func (b *irBuilder) memoClusters(prev *Assembly) *Assembly {
 			}
 			if before != nil {
 				if _, ok := before[u.def.name]; !ok {
-					before[u.def.name] = state{c.n > 0, c.h2 > 0}
+					before[u.def.name] = state{c.n > 0, c.http > 0, c.h2 > 0}
 				}
 			}
 			c.n += d
-			if u.grpc || u.def.h2 {
-				c.h2 += d
+			if !u.l4 {
+				c.http += d
+				if u.grpc || u.def.h2 {
+					c.h2 += d
+				}
 			}
 			m.uses[u.def.name] = c
 		}
@@ -197,7 +216,7 @@ func (b *irBuilder) memoClusters(prev *Assembly) *Assembly {
 		}
 		for name, st := range before {
 			c := m.uses[name]
-			if st != (state{c.n > 0, c.h2 > 0}) {
+			if st != (state{c.n > 0, c.http > 0, c.h2 > 0}) {
 				dirty[name] = true
 			}
 		}
@@ -283,9 +302,16 @@ func (b *irBuilder) mergeClusters(uses map[string]clusterCount, prev []*ir.Clust
 
 // clusterOf is the IR cluster of name, used as c counts.
 func (b *irBuilder) clusterOf(name string, c clusterCount) *ir.Cluster {
-	proto := ir.UpstreamHTTP1
-	if c.h2 > 0 {
+	var proto ir.UpstreamProtocol
+	switch {
+	case c.h2 > 0:
 		proto = ir.UpstreamHTTP2
+	case c.http > 0:
+		proto = ir.UpstreamHTTP1
+	case c.def.udp:
+		proto = ir.UpstreamUDP
+	default:
+		proto = ir.UpstreamTCP
 	}
 	return &ir.Cluster{
 		Name:             name,

@@ -270,7 +270,7 @@ func (t *translator) gatewayStatuses() {
 		for _, l := range g.own {
 			st.Listeners = append(st.Listeners, gwv1.ListenerStatus{
 				Name:           gwv1.SectionName(l.name),
-				SupportedKinds: l.kinds,
+				SupportedKinds: l.supportedKinds(),
 				AttachedRoutes: l.routes,
 				Conditions:     listenerConditions(l, gw.Generation).done(),
 			})
@@ -327,7 +327,7 @@ func (t *translator) listenerSetStatus(s *listenerSetState) Status {
 		for _, l := range s.listeners {
 			st.Listeners = append(st.Listeners, gwv1.ListenerEntryStatus{
 				Name:           gwv1.SectionName(l.name),
-				SupportedKinds: l.kinds,
+				SupportedKinds: l.supportedKinds(),
 				AttachedRoutes: l.routes,
 				Conditions:     listenerConditions(l, ls.Generation).done(),
 			})

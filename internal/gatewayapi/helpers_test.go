@@ -54,6 +54,12 @@ func add(s *resource.Snapshot, o any) {
 		s.HTTPRoutes.Set(key(v.ObjectMeta), v)
 	case *gwv1.GRPCRoute:
 		s.GRPCRoutes.Set(key(v.ObjectMeta), v)
+	case *gwv1.TLSRoute:
+		s.TLSRoutes.Set(key(v.ObjectMeta), v)
+	case *gwv1.TCPRoute:
+		s.TCPRoutes.Set(key(v.ObjectMeta), v)
+	case *gwv1.UDPRoute:
+		s.UDPRoutes.Set(key(v.ObjectMeta), v)
 	case *gwv1beta1.ReferenceGrant:
 		s.ReferenceGrants.Set(key(v.ObjectMeta), v)
 	case *corev1.Service:

@@ -13,7 +13,8 @@ import (
 // A kind of route is registered here, once: its entry says which listener
 // protocols it attaches to by default and how to read one object of it;
 // its semantics (compiling its rules) are one file of their own
-// (httproute.go, grpcroute.go). Everything else (attachment, status,
+// (httproute.go, grpcroute.go, tlsroute.go, tcproute.go, udproute.go;
+// the last three share l4.go). Everything else (attachment, status,
 // budgets, virtual hosts, the incremental engine, the status writer) is
 // kind-agnostic. resource.RouteKinds registers it for the layers below
 // (snapshot, provider, writer) and gives the order in which translations
@@ -40,6 +41,39 @@ var routeKinds = map[resource.Kind]routeKind{
 			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r}, true
 		},
 		compile: func(t *translator, rs *routeState, obj any) { t.compileGRPCRoute(rs, obj.(*gwv1.GRPCRoute).Spec.Rules) },
+	},
+	resource.KindTLSRoute: {
+		protocols: []gwv1.ProtocolType{gwv1.TLSProtocolType},
+		read: func(in *inputs.Reader, k resource.Key) (routeSource, bool) {
+			r := in.TLSRoute(k)
+			if r == nil {
+				return routeSource{}, false
+			}
+			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r}, true
+		},
+		compile: func(t *translator, rs *routeState, obj any) { t.compileTLSRoute(rs, obj.(*gwv1.TLSRoute).Spec.Rules) },
+	},
+	resource.KindTCPRoute: {
+		protocols: []gwv1.ProtocolType{gwv1.TCPProtocolType},
+		read: func(in *inputs.Reader, k resource.Key) (routeSource, bool) {
+			r := in.TCPRoute(k)
+			if r == nil {
+				return routeSource{}, false
+			}
+			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, nil, r}, true
+		},
+		compile: func(t *translator, rs *routeState, obj any) { t.compileTCPRoute(rs, obj.(*gwv1.TCPRoute).Spec.Rules) },
+	},
+	resource.KindUDPRoute: {
+		protocols: []gwv1.ProtocolType{gwv1.UDPProtocolType},
+		read: func(in *inputs.Reader, k resource.Key) (routeSource, bool) {
+			r := in.UDPRoute(k)
+			if r == nil {
+				return routeSource{}, false
+			}
+			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, nil, r}, true
+		},
+		compile: func(t *translator, rs *routeState, obj any) { t.compileUDPRoute(rs, obj.(*gwv1.UDPRoute).Spec.Rules) },
 	},
 }
 

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +27,9 @@ type listener struct {
 	port     int32
 	protocol gwv1.ProtocolType
 	tls      *gwv1.ListenerTLSConfig
+	// passthrough: a TLS listener of mode Passthrough (no certificates;
+	// connections forwarded by SNI as they are).
+	passthrough bool
 
 	routeNS nsPolicy // allowedRoutes.namespaces
 	// allowed says which route kinds may attach (by kindIndex); kinds
@@ -118,12 +120,12 @@ func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec l
 	}
 
 	switch spec.protocol {
-	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
+	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType:
 	default:
 		l.unsupported = true
 		l.kinds = []gwv1.RouteGroupKind{}
 		l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedProtocol),
-			fmt.Sprintf("protocol %q is not supported; Portico serves HTTP and HTTPS listeners", spec.protocol)}
+			fmt.Sprintf("protocol %q is not supported; Portico serves HTTP, HTTPS, TLS, TCP and UDP listeners", spec.protocol)}
 		return l
 	}
 	t.listenerKinds(l, spec.allowedRoutes)
@@ -143,6 +145,10 @@ func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec l
 		l.unsupported = true
 		return l
 	}
+	if l4Protocol(spec.protocol) {
+		// TCP and UDP select no hostname: spec.hostname is ignored.
+		return t.l4Listener(l)
+	}
 	if spec.hostname != nil && *spec.hostname != "" {
 		h, ok := normalizeHostname(string(*spec.hostname))
 		if !ok {
@@ -157,6 +163,10 @@ func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec l
 			l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedValue), "tls must not be set on an HTTP listener"}
 			l.unsupported = true
 		}
+		return l
+	}
+	if spec.protocol == gwv1.TLSProtocolType && spec.tls != nil && spec.tls.Mode != nil && *spec.tls.Mode == gwv1.TLSModePassthrough {
+		t.passthroughTLS(l)
 		return l
 	}
 	t.listenerTLS(l, from)
@@ -197,12 +207,12 @@ func (t *translator) listenerKinds(l *listener, ar *gwv1.AllowedRoutes) {
 	}
 }
 
-// listenerTLS validates the TLS section of an HTTPS listener and resolves
-// its certificates.
+// listenerTLS validates the TLS section of an HTTPS listener, or of a TLS
+// listener of mode Terminate, and resolves its certificates.
 func (t *translator) listenerTLS(l *listener, from objRef) {
 	cfg := l.tls
 	if cfg == nil {
-		l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedValue), "an HTTPS listener needs tls with certificateRefs"}
+		l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedValue), fmt.Sprintf("a %s listener needs tls with certificateRefs", l.protocol)}
 		l.unsupported = true
 		return
 	}
@@ -212,14 +222,7 @@ func (t *translator) listenerTLS(l *listener, from objRef) {
 		l.unsupported = true
 		return
 	}
-	if len(cfg.Options) > 0 {
-		keys := make([]string, 0, len(cfg.Options))
-		for k := range cfg.Options {
-			keys = append(keys, string(k))
-		}
-		sort.Strings(keys)
-		l.invalid = &problem{string(gwv1.ListenerReasonUnsupportedValue), fmt.Sprintf("tls options %s are not supported", strings.Join(keys, ", "))}
-		l.unsupported = true
+	if !t.tlsOptionsOK(l) {
 		return
 	}
 	// Certificate problems are reference problems: the listener stays
@@ -333,11 +336,11 @@ func detectConflicts(merged []*listener) {
 		if l.set != nil || l.unsupported {
 			continue
 		}
-		if protos[l.port] == nil {
-			protos[l.port] = map[gwv1.ProtocolType]int{}
+		if protos[l.portKey()] == nil {
+			protos[l.portKey()] = map[gwv1.ProtocolType]int{}
 		}
-		protos[l.port][l.protocol]++
-		hosts[hostKey{l.port, l.protocol, l.hostname}]++
+		protos[l.portKey()][portClass(l.protocol)]++
+		hosts[hostKey{l.portKey(), portClass(l.protocol), l.hostname}]++
 	}
 	poisoned := map[int32]bool{}
 	portProto := map[int32]gwv1.ProtocolType{}
@@ -346,13 +349,13 @@ func detectConflicts(merged []*listener) {
 			continue
 		}
 		switch {
-		case len(protos[l.port]) > 1:
+		case len(protos[l.portKey()]) > 1:
 			l.conflict = gwv1.ListenerReasonProtocolConflict
-			poisoned[l.port] = true
-		case hosts[hostKey{l.port, l.protocol, l.hostname}] > 1:
+			poisoned[l.portKey()] = true
+		case hosts[hostKey{l.portKey(), portClass(l.protocol), l.hostname}] > 1:
 			l.conflict = gwv1.ListenerReasonHostnameConflict
 		}
-		portProto[l.port] = l.protocol
+		portProto[l.portKey()] = portClass(l.protocol)
 	}
 	for _, l := range merged {
 		if l.set == nil {
@@ -361,36 +364,36 @@ func detectConflicts(merged []*listener) {
 		if l.unsupported {
 			// An unsupported protocol on a port other listeners hold is a
 			// protocol conflict; such a listener never claims a port.
-			p, claimed := portProto[l.port]
+			p, claimed := portProto[l.portKey()]
 			if l.invalid != nil && l.invalid.reason == string(gwv1.ListenerReasonUnsupportedProtocol) &&
-				(poisoned[l.port] || (claimed && p != l.protocol)) {
+				(poisoned[l.portKey()] || (claimed && p != portClass(l.protocol))) {
 				l.conflict = gwv1.ListenerReasonProtocolConflict
 			}
 			continue
 		}
-		k := hostKey{l.port, l.protocol, l.hostname}
-		p, claimed := portProto[l.port]
+		k := hostKey{l.portKey(), portClass(l.protocol), l.hostname}
+		p, claimed := portProto[l.portKey()]
 		switch {
-		case poisoned[l.port] || (claimed && p != l.protocol):
+		case poisoned[l.portKey()] || (claimed && p != portClass(l.protocol)):
 			l.conflict = gwv1.ListenerReasonProtocolConflict
 		case hosts[k] > 0:
 			l.conflict = gwv1.ListenerReasonHostnameConflict
 		default:
-			portProto[l.port] = l.protocol
+			portProto[l.portKey()] = portClass(l.protocol)
 			hosts[k]++
 		}
 	}
 	detectOverlappingTLS(merged)
 }
 
-// detectOverlappingTLS flags HTTPS listeners on one port whose hostnames
+// detectOverlappingTLS flags HTTPS and TLS listeners on one port whose hostnames
 // overlap ("*.example.com" and "foo.example.com"). A listener without a
 // hostname is the fallback and overlaps nothing.
 func detectOverlappingTLS(merged []*listener) {
 	byPort := map[int32][]*listener{}
 	var ports []int32
 	for _, l := range merged {
-		if l.protocol != gwv1.HTTPSProtocolType || l.unsupported || l.conflict != "" {
+		if portClass(l.protocol) != gwv1.HTTPSProtocolType || l.unsupported || l.conflict != "" {
 			continue
 		}
 		if byPort[l.port] == nil {

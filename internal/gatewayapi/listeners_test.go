@@ -49,9 +49,37 @@ func TestListenerConflicts(t *testing.T) {
 		},
 		{
 			name:      "unsupported protocol takes no part in conflicts",
-			listeners: []gwv1.Listener{{Name: "tcp", Port: 80, Protocol: gwv1.TCPProtocolType}, httpL("http", 80, "")},
-			want:      map[string]want{"tcp": {false, ""}, "http": {true, ""}},
+			listeners: []gwv1.Listener{{Name: "sctp", Port: 80, Protocol: "example.com/sctp"}, httpL("http", 80, "")},
+			want:      map[string]want{"sctp": {false, ""}, "http": {true, ""}},
 			gwReason:  string(gwv1.GatewayReasonListenersNotValid), gwOK: true,
+		},
+		{
+			name:      "TCP and HTTP on one port conflict",
+			listeners: []gwv1.Listener{{Name: "tcp", Port: 80, Protocol: gwv1.TCPProtocolType}, httpL("http", 80, "")},
+			want:      map[string]want{"tcp": {false, string(gwv1.ListenerReasonProtocolConflict)}, "http": {false, string(gwv1.ListenerReasonProtocolConflict)}},
+			gwReason:  string(gwv1.GatewayReasonListenersNotValid), gwOK: false,
+		},
+		{
+			name: "TCP and UDP share a port number",
+			listeners: []gwv1.Listener{{Name: "tcp", Port: 53, Protocol: gwv1.TCPProtocolType},
+				{Name: "udp", Port: 53, Protocol: gwv1.UDPProtocolType}},
+			want:     map[string]want{"tcp": {true, ""}, "udp": {true, ""}},
+			gwReason: string(gwv1.GatewayReasonAccepted), gwOK: true,
+		},
+		{
+			name: "two TCP listeners on one port conflict",
+			listeners: []gwv1.Listener{{Name: "a", Port: 9000, Protocol: gwv1.TCPProtocolType},
+				{Name: "b", Port: 9000, Protocol: gwv1.TCPProtocolType}},
+			want:     map[string]want{"a": {false, string(gwv1.ListenerReasonHostnameConflict)}, "b": {false, string(gwv1.ListenerReasonHostnameConflict)}},
+			gwReason: string(gwv1.GatewayReasonListenersNotValid), gwOK: false,
+		},
+		{
+			name: "HTTPS and TLS listeners share a port by SNI",
+			listeners: []gwv1.Listener{httpsL("https", 443, "www.example.com", "cert"),
+				{Name: "pass", Port: 443, Protocol: gwv1.TLSProtocolType, Hostname: ptr(gwv1.Hostname("db.example.com")),
+					TLS: &gwv1.ListenerTLSConfig{Mode: ptr(gwv1.TLSModePassthrough)}}},
+			want:     map[string]want{"https": {true, ""}, "pass": {true, ""}},
+			gwReason: string(gwv1.GatewayReasonAccepted), gwOK: true,
 		},
 	}
 	for _, tc := range tests {
@@ -89,8 +117,8 @@ func TestListenerConflicts(t *testing.T) {
 }
 
 func TestUnsupportedProtocolListener(t *testing.T) {
-	res := translate(gateway("infra", "gw", gwv1.Listener{Name: "tls", Port: 443, Protocol: gwv1.TLSProtocolType}))
-	ls := listenerStatus(t, res, "infra", "gw", "tls")
+	res := translate(gateway("infra", "gw", gwv1.Listener{Name: "sctp", Port: 443, Protocol: "example.com/sctp"}))
+	ls := listenerStatus(t, res, "infra", "gw", "sctp")
 	wantCond(t, ls.Conditions, string(gwv1.ListenerConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerReasonUnsupportedProtocol))
 	if len(ls.SupportedKinds) != 0 || ls.SupportedKinds == nil {
 		t.Errorf("supportedKinds = %#v, want empty non-nil", ls.SupportedKinds)

@@ -170,7 +170,7 @@ func TestListenerSetMergeOrder(t *testing.T) {
 }
 
 func TestListenerSetParentNotAccepted(t *testing.T) {
-	gw := allowListeners(gateway("infra", "gw", gwv1.Listener{Name: "udp", Port: 53, Protocol: gwv1.UDPProtocolType}), gwv1.NamespacesFromSame, nil)
+	gw := allowListeners(gateway("infra", "gw", gwv1.Listener{Name: "sctp", Port: 53, Protocol: "example.com/sctp"}), gwv1.NamespacesFromSame, nil)
 	res := translate(gw, listenerSet("infra", "ls", 0, "infra", "gw", httpL("http", 80, "")))
 	st := status(t, res, resource.KindListenerSet, "infra", "ls").ListenerSet
 	wantCond(t, st.Conditions, string(gwv1.ListenerSetConditionAccepted), metav1.ConditionFalse, string(gwv1.ListenerSetReasonParentNotAccepted))

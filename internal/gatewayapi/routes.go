@@ -12,7 +12,7 @@ import (
 	"github.com/portico-dev/portico/internal/resource"
 )
 
-// routeState is an HTTPRoute or GRPCRoute being translated.
+// routeState is a route being translated.
 type routeState struct {
 	kind    resource.Kind
 	meta    *metav1.ObjectMeta
@@ -55,6 +55,9 @@ type compiledRules struct {
 	// of the first one.
 	unresolved       []string
 	unresolvedReason string
+	// l4 is the rule of a TLSRoute, TCPRoute or UDPRoute (l4.go); nil for
+	// HTTPRoutes and GRPCRoutes.
+	l4 *l4Rule
 }
 
 func (c *compiledRules) drop(rule int, reason, msg string) {
@@ -250,7 +253,7 @@ func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []
 			fmt.Sprintf("no hostname of the route matches the hostname of a listener of %s%s", parent.desc(), selectorDesc(ref))}
 		return
 	}
-	if len(rs.rules.routes) == 0 {
+	if len(rs.rules.routes) == 0 && rs.rules.l4 == nil {
 		ps.fail = &problem{rs.rules.reason, "no rule is valid: " + joinUnique(rs.rules.dropped)}
 		ps.atts = nil
 		return

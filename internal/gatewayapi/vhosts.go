@@ -187,6 +187,7 @@ type vhostInput struct {
 type clusterUse struct {
 	def  *clusterDef
 	grpc bool
+	l4   bool // forwarded connections (TLSRoute, TCPRoute, UDPRoute)
 }
 
 func inputOf(a *attachment, effective string) vhostInput {
@@ -210,7 +211,7 @@ func newVhostMemo(host string, port uint32, byHost map[string][]*attachment, pla
 	// a map.
 	for _, p := range placed {
 		for _, def := range p.cr.clusters {
-			u := clusterUse{def, p.grpc}
+			u := clusterUse{def: def, grpc: p.grpc}
 			if !slices.Contains(m.uses, u) {
 				m.uses = append(m.uses, u)
 			}

@@ -89,7 +89,10 @@ func TestIncrementalMatchesFull(t *testing.T) {
 
 	// What the Incremental remembers is bounded by the world, whatever the
 	// churn: nothing of deleted objects is kept.
-	routes := snap.HTTPRoutes.Len() + snap.GRPCRoutes.Len()
+	routes := 0
+	for _, kind := range resource.RouteKinds {
+		routes += len(snap.RouteKeys(kind))
+	}
 	for what, n := range map[string]int{
 		"compiled routes": len(x.cache.compiled), "route states": statesRoutes(x), "route parents": len(x.idx.routeParents),
 	} {

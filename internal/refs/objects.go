@@ -42,8 +42,43 @@ func Backends(obj any) iter.Seq[Backend] {
 					}
 				}
 			}
+		case *gwv1.TLSRoute:
+			if o != nil {
+				for _, rule := range o.Spec.Rules {
+					if !l4Backends(o.Namespace, rule.BackendRefs, yield) {
+						return
+					}
+				}
+			}
+		case *gwv1.TCPRoute:
+			if o != nil {
+				for _, rule := range o.Spec.Rules {
+					if !l4Backends(o.Namespace, rule.BackendRefs, yield) {
+						return
+					}
+				}
+			}
+		case *gwv1.UDPRoute:
+			if o != nil {
+				for _, rule := range o.Spec.Rules {
+					if !l4Backends(o.Namespace, rule.BackendRefs, yield) {
+						return
+					}
+				}
+			}
 		}
 	}
+}
+
+// l4Backends yields the backends of a rule of a TLSRoute, TCPRoute or
+// UDPRoute.
+func l4Backends(ns string, backends []gwv1.BackendRef, yield func(Backend) bool) bool {
+	for _, b := range backends {
+		if !yield(BackendOf(ns, b.BackendObjectReference)) {
+			return false
+		}
+	}
+	return true
 }
 
 func httpMirrors(ns string, filters []gwv1.HTTPRouteFilter, yield func(Backend) bool) bool {

@@ -23,17 +23,21 @@ const (
 	KindNamespace
 	KindProxyConfig
 	KindDeployment
+	KindTLSRoute
+	KindTCPRoute
+	KindUDPRoute
 )
 
 var kindNames = [...]string{"", "GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute",
-	"ReferenceGrant", "Service", "EndpointSlice", "Secret", "Namespace", "ProxyConfig", "Deployment"}
+	"ReferenceGrant", "Service", "EndpointSlice", "Secret", "Namespace", "ProxyConfig", "Deployment",
+	"TLSRoute", "TCPRoute", "UDPRoute"}
 
 // RouteKinds are the kinds of routes, in the order translations take them.
 // A route kind is registered here (and in the snapshot, the loader and the
 // provider's watches, which hold its objects) for the kind-agnostic
 // machinery: the incremental engine, the status writer; its semantics are
 // one file of package gatewayapi and its entry in that package's table.
-var RouteKinds = []Kind{KindHTTPRoute, KindGRPCRoute}
+var RouteKinds = []Kind{KindHTTPRoute, KindGRPCRoute, KindTLSRoute, KindTCPRoute, KindUDPRoute}
 
 // IsRoute reports whether k is a kind of route.
 func (k Kind) IsRoute() bool {
@@ -121,6 +125,9 @@ func Diff(old, cur *Snapshot) *Changes {
 	diffKeys(c, KindListenerSet, old.ListenerSets, cur.ListenerSets)
 	diffKeys(c, KindHTTPRoute, old.HTTPRoutes, cur.HTTPRoutes)
 	diffKeys(c, KindGRPCRoute, old.GRPCRoutes, cur.GRPCRoutes)
+	diffKeys(c, KindTLSRoute, old.TLSRoutes, cur.TLSRoutes)
+	diffKeys(c, KindTCPRoute, old.TCPRoutes, cur.TCPRoutes)
+	diffKeys(c, KindUDPRoute, old.UDPRoutes, cur.UDPRoutes)
 	diffKeys(c, KindReferenceGrant, old.ReferenceGrants, cur.ReferenceGrants)
 	diffKeys(c, KindService, old.Services, cur.Services)
 	diffKeys(c, KindEndpointSlice, old.EndpointSlices, cur.EndpointSlices)

@@ -67,6 +67,12 @@ func (e *Editor) Set(k Kind, key Key, obj any) error {
 		ok = put(&s.HTTPRoutes, key, obj)
 	case KindGRPCRoute:
 		ok = put(&s.GRPCRoutes, key, obj)
+	case KindTLSRoute:
+		ok = put(&s.TLSRoutes, key, obj)
+	case KindTCPRoute:
+		ok = put(&s.TCPRoutes, key, obj)
+	case KindUDPRoute:
+		ok = put(&s.UDPRoutes, key, obj)
 	case KindReferenceGrant:
 		ok = put(&s.ReferenceGrants, key, obj)
 	case KindService:
@@ -109,6 +115,12 @@ func (e *Editor) Delete(k Kind, key Key) error {
 		del(&s.HTTPRoutes, key)
 	case KindGRPCRoute:
 		del(&s.GRPCRoutes, key)
+	case KindTLSRoute:
+		del(&s.TLSRoutes, key)
+	case KindTCPRoute:
+		del(&s.TCPRoutes, key)
+	case KindUDPRoute:
+		del(&s.UDPRoutes, key)
 	case KindReferenceGrant:
 		del(&s.ReferenceGrants, key)
 	case KindService:

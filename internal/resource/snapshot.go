@@ -30,6 +30,9 @@ type Snapshot struct {
 	ListenerSets    Map[Key, *gwv1.ListenerSet]
 	HTTPRoutes      Map[Key, *gwv1.HTTPRoute]
 	GRPCRoutes      Map[Key, *gwv1.GRPCRoute]
+	TLSRoutes       Map[Key, *gwv1.TLSRoute]
+	TCPRoutes       Map[Key, *gwv1.TCPRoute]
+	UDPRoutes       Map[Key, *gwv1.UDPRoute]
 	ReferenceGrants Map[Key, *gwv1beta1.ReferenceGrant]
 	Services        Map[Key, *corev1.Service]
 	EndpointSlices  Map[Key, *discoveryv1.EndpointSlice]
@@ -105,6 +108,9 @@ func (s *Snapshot) freeze() {
 	s.ListenerSets.Freeze()
 	s.HTTPRoutes.Freeze()
 	s.GRPCRoutes.Freeze()
+	s.TLSRoutes.Freeze()
+	s.TCPRoutes.Freeze()
+	s.UDPRoutes.Freeze()
 	s.ReferenceGrants.Freeze()
 	s.Services.Freeze()
 	s.EndpointSlices.Freeze()
@@ -162,7 +168,8 @@ func (s *Snapshot) EndpointSlicesFor(svc Key) []*discoveryv1.EndpointSlice {
 func (s *Snapshot) Len() int {
 	return s.GatewayClasses.Len() + s.Gateways.Len() + s.ListenerSets.Len() + s.HTTPRoutes.Len() +
 		s.GRPCRoutes.Len() + s.ReferenceGrants.Len() + s.Services.Len() + s.EndpointSlices.Len() +
-		s.Secrets.Len() + s.Namespaces.Len() + s.ProxyConfigs.Len() + s.Deployments.Len()
+		s.Secrets.Len() + s.Namespaces.Len() + s.ProxyConfigs.Len() + s.Deployments.Len() +
+		s.TLSRoutes.Len() + s.TCPRoutes.Len() + s.UDPRoutes.Len()
 }
 
 // CompareKeys orders keys by namespace, then name.
@@ -181,6 +188,12 @@ func (s *Snapshot) RouteKeys(kind Kind) []Key {
 		return SortedKeys(s.HTTPRoutes)
 	case KindGRPCRoute:
 		return SortedKeys(s.GRPCRoutes)
+	case KindTLSRoute:
+		return SortedKeys(s.TLSRoutes)
+	case KindTCPRoute:
+		return SortedKeys(s.TCPRoutes)
+	case KindUDPRoute:
+		return SortedKeys(s.UDPRoutes)
 	}
 	return nil
 }
@@ -195,6 +208,18 @@ func (s *Snapshot) RouteParentRefs(route Ref) (string, []gwv1.ParentReference, b
 		}
 	case KindGRPCRoute:
 		if r := s.GRPCRoutes.Value(route.Key); r != nil {
+			return r.Namespace, r.Spec.ParentRefs, true
+		}
+	case KindTLSRoute:
+		if r := s.TLSRoutes.Value(route.Key); r != nil {
+			return r.Namespace, r.Spec.ParentRefs, true
+		}
+	case KindTCPRoute:
+		if r := s.TCPRoutes.Value(route.Key); r != nil {
+			return r.Namespace, r.Spec.ParentRefs, true
+		}
+	case KindUDPRoute:
+		if r := s.UDPRoutes.Value(route.Key); r != nil {
 			return r.Namespace, r.Spec.ParentRefs, true
 		}
 	}

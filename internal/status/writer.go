@@ -512,11 +512,8 @@ func (w *Writer) settleRemoval(key string, e *entry, s *gatewayapi.Status, versi
 // hasOurParents reports whether a route's status has entries of controller.
 func hasOurParents(obj client.Object, controller gwv1.GatewayController) bool {
 	var parents []gwv1.RouteParentStatus
-	switch o := obj.(type) {
-	case *gwv1.HTTPRoute:
-		parents = o.Status.Parents
-	case *gwv1.GRPCRoute:
-		parents = o.Status.Parents
+	if rs := routeStatusOf(obj); rs != nil {
+		parents = rs.Parents
 	}
 	for i := range parents {
 		if parents[i].ControllerName == controller {
@@ -588,6 +585,12 @@ func newList(kind resource.Kind) (client.ObjectList, error) {
 		return &gwv1.HTTPRouteList{}, nil
 	case resource.KindGRPCRoute:
 		return &gwv1.GRPCRouteList{}, nil
+	case resource.KindTLSRoute:
+		return &gwv1.TLSRouteList{}, nil
+	case resource.KindTCPRoute:
+		return &gwv1.TCPRouteList{}, nil
+	case resource.KindUDPRoute:
+		return &gwv1.UDPRouteList{}, nil
 	}
 	return nil, fmt.Errorf("status: no list of kind %q", kind)
 }
@@ -604,6 +607,12 @@ func newObject(kind resource.Kind) (client.Object, error) {
 		return &gwv1.HTTPRoute{}, nil
 	case resource.KindGRPCRoute:
 		return &gwv1.GRPCRoute{}, nil
+	case resource.KindTLSRoute:
+		return &gwv1.TLSRoute{}, nil
+	case resource.KindTCPRoute:
+		return &gwv1.TCPRoute{}, nil
+	case resource.KindUDPRoute:
+		return &gwv1.UDPRoute{}, nil
 	}
 	return nil, fmt.Errorf("status: unknown kind %q", kind)
 }
@@ -630,14 +639,29 @@ func applyDesired(obj client.Object, s *gatewayapi.Status, controller gwv1.Gatew
 		}
 		next := mergeListenerSet(o.Status, s.ListenerSet, now)
 		return replace(&o.Status, next)
-	case *gwv1.HTTPRoute:
-		next := mergeRoute(o.Status.RouteStatus, s.Route, controller, now)
-		return replace(&o.Status.RouteStatus, next)
-	case *gwv1.GRPCRoute:
-		next := mergeRoute(o.Status.RouteStatus, s.Route, controller, now)
-		return replace(&o.Status.RouteStatus, next)
+	}
+	if rs := routeStatusOf(obj); rs != nil {
+		return replace(rs, mergeRoute(*rs, s.Route, controller, now))
 	}
 	return false
+}
+
+// routeStatusOf returns the status of a route object, or nil for another
+// kind.
+func routeStatusOf(obj client.Object) *gwv1.RouteStatus {
+	switch o := obj.(type) {
+	case *gwv1.HTTPRoute:
+		return &o.Status.RouteStatus
+	case *gwv1.GRPCRoute:
+		return &o.Status.RouteStatus
+	case *gwv1.TLSRoute:
+		return &o.Status.RouteStatus
+	case *gwv1.TCPRoute:
+		return &o.Status.RouteStatus
+	case *gwv1.UDPRoute:
+		return &o.Status.RouteStatus
+	}
+	return nil
 }
 
 // replace sets *dst to next if they differ semantically and reports whether

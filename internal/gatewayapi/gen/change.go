@@ -89,6 +89,7 @@ func Rich(routes int) *resource.Snapshot {
 		s.Secrets.Set(certsSecret, crossSecret())
 		s.ReferenceGrants.Set(certsGrant, secretGrant())
 	}
+	addL4(s)
 	// The provisioned proxies of some Gateways (read when Portico
 	// provisions them, Options.Infrastructure).
 	for g := 0; g < provisioned; g++ {
@@ -220,6 +221,9 @@ func Copy(s *resource.Snapshot) *resource.Snapshot {
 	c.ListenerSets = s.ListenerSets.Clone()
 	c.HTTPRoutes = s.HTTPRoutes.Clone()
 	c.GRPCRoutes = s.GRPCRoutes.Clone()
+	c.TLSRoutes = s.TLSRoutes.Clone()
+	c.TCPRoutes = s.TCPRoutes.Clone()
+	c.UDPRoutes = s.UDPRoutes.Clone()
 	c.ReferenceGrants = s.ReferenceGrants.Clone()
 	c.Services = s.Services.Clone()
 	c.EndpointSlices = s.EndpointSlices.Clone()
@@ -330,7 +334,9 @@ func pick[K comparable, V any](rng *rand.Rand, m resource.Map[K, V], less func(a
 
 func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
 	gateways := []string{"gw0", "gw1", "gw2", "gw9", "selective", "missing"}
-	switch n := rng.IntN(43); {
+	switch n := rng.IntN(46); {
+	case n >= 43: // a TLSRoute, TCPRoute or UDPRoute
+		return changeL4(c, rng)
 	case n < 14: // an HTTPRoute
 		k, r, ok := pick(rng, c.HTTPRoutes, resource.CompareKeys)
 		if !ok {

@@ -111,6 +111,24 @@ func (r *Reader) GRPCRoute(k resource.Key) *gwv1.GRPCRoute {
 	return r.snap.GRPCRoutes.Value(k)
 }
 
+// TLSRoute returns the TLSRoute k, or nil.
+func (r *Reader) TLSRoute(k resource.Key) *gwv1.TLSRoute {
+	r.record(resource.KindTLSRoute, k)
+	return r.snap.TLSRoutes.Value(k)
+}
+
+// TCPRoute returns the TCPRoute k, or nil.
+func (r *Reader) TCPRoute(k resource.Key) *gwv1.TCPRoute {
+	r.record(resource.KindTCPRoute, k)
+	return r.snap.TCPRoutes.Value(k)
+}
+
+// UDPRoute returns the UDPRoute k, or nil.
+func (r *Reader) UDPRoute(k resource.Key) *gwv1.UDPRoute {
+	r.record(resource.KindUDPRoute, k)
+	return r.snap.UDPRoutes.Value(k)
+}
+
 // Service returns the Service k, or nil.
 func (r *Reader) Service(k resource.Key) *corev1.Service {
 	r.record(resource.KindService, k)

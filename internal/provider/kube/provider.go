@@ -194,6 +194,9 @@ func (p *Provider) kinds() []watched {
 		{obj: &gwv1.ListenerSet{}, kind: "ListenerSet", input: resource.KindListenerSet, hasStatus: true},
 		{obj: &gwv1.HTTPRoute{}, kind: "HTTPRoute", input: resource.KindHTTPRoute, hasStatus: true},
 		{obj: &gwv1.GRPCRoute{}, kind: "GRPCRoute", input: resource.KindGRPCRoute, hasStatus: true},
+		{obj: &gwv1.TLSRoute{}, kind: "TLSRoute", input: resource.KindTLSRoute, hasStatus: true},
+		{obj: &gwv1.TCPRoute{}, kind: "TCPRoute", input: resource.KindTCPRoute, hasStatus: true},
+		{obj: &gwv1.UDPRoute{}, kind: "UDPRoute", input: resource.KindUDPRoute, hasStatus: true},
 		{obj: &gwv1beta1.ReferenceGrant{}, kind: "ReferenceGrant", input: resource.KindReferenceGrant},
 		{obj: &corev1.Namespace{}, kind: "Namespace", input: resource.KindNamespace, matters: namespaceMatters},
 		{obj: &corev1.Service{}, kind: "Service", input: resource.KindService, infra: true, referenced: func(r *refs, o client.Object) bool {

@@ -54,10 +54,10 @@ func (c contrib) empty() bool { return len(c.services) == 0 && len(c.secrets) ==
 // Secrets.
 func refOwner(k resource.Kind) bool {
 	switch k {
-	case resource.KindHTTPRoute, resource.KindGRPCRoute, resource.KindGateway, resource.KindListenerSet:
+	case resource.KindGateway, resource.KindListenerSet:
 		return true
 	}
-	return false
+	return k.IsRoute()
 }
 
 // contribOf returns the Services and Secrets obj references, as package
@@ -94,6 +94,15 @@ func collectRefs(s *resource.Snapshot) refs {
 		r.add(contribOf(o), 1)
 	}
 	for _, o := range s.GRPCRoutes.All() {
+		r.add(contribOf(o), 1)
+	}
+	for _, o := range s.TLSRoutes.All() {
+		r.add(contribOf(o), 1)
+	}
+	for _, o := range s.TCPRoutes.All() {
+		r.add(contribOf(o), 1)
+	}
+	for _, o := range s.UDPRoutes.All() {
 		r.add(contribOf(o), 1)
 	}
 	for _, o := range s.Gateways.All() {

@@ -94,6 +94,15 @@ func (p *Provider) commit(snap *resource.Snapshot, owners map[resource.Ref]contr
 		for k, o := range snap.GRPCRoutes.All() {
 			add(resource.KindGRPCRoute, k, o)
 		}
+		for k, o := range snap.TLSRoutes.All() {
+			add(resource.KindTLSRoute, k, o)
+		}
+		for k, o := range snap.TCPRoutes.All() {
+			add(resource.KindTCPRoute, k, o)
+		}
+		for k, o := range snap.UDPRoutes.All() {
+			add(resource.KindUDPRoute, k, o)
+		}
 		for k, o := range snap.Gateways.All() {
 			add(resource.KindGateway, k, o)
 		}

@@ -209,6 +209,9 @@ var gatewayAPIVersions = map[string][]string{
 	"ListenerSet":    {"v1"},
 	"HTTPRoute":      {"v1", "v1beta1"},
 	"GRPCRoute":      {"v1"},
+	"TLSRoute":       {"v1"},
+	"TCPRoute":       {"v1"},
+	"UDPRoute":       {"v1"},
 	"ReferenceGrant": {"v1", "v1beta1"},
 }
 
@@ -238,6 +241,12 @@ func (d *decoder) gatewayAPI(version, kind string, doc []byte) (string, error) {
 		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.HTTPRoute] { return &s.HTTPRoutes }, &gwv1.HTTPRoute{})
 	case "GRPCRoute":
 		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.GRPCRoute] { return &s.GRPCRoutes }, &gwv1.GRPCRoute{})
+	case "TLSRoute":
+		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.TLSRoute] { return &s.TLSRoutes }, &gwv1.TLSRoute{})
+	case "TCPRoute":
+		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.TCPRoute] { return &s.TCPRoutes }, &gwv1.TCPRoute{})
+	case "UDPRoute":
+		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.UDPRoute] { return &s.UDPRoutes }, &gwv1.UDPRoute{})
 	default: // ReferenceGrant
 		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1beta1.ReferenceGrant] { return &s.ReferenceGrants }, &gwv1beta1.ReferenceGrant{})
 	}

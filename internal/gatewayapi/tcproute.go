@@ -1,0 +1,13 @@
+package gatewayapi
+
+import gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+// compileTCPRoute compiles a TCPRoute: its one rule forwards each
+// connection of a TCP listener to the weighted backends (l4.go).
+func (t *translator) compileTCPRoute(rs *routeState, rules []gwv1.TCPRouteRule) {
+	backends := make([][]gwv1.BackendRef, len(rules))
+	for i := range rules {
+		backends[i] = rules[i].BackendRefs
+	}
+	t.compileL4(rs, backends)
+}
