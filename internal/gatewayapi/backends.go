@@ -133,14 +133,19 @@ func (t *translator) endpointsOf(def *clusterDef) []ir.Endpoint {
 	if e, ok := t.cache.Endpoints(def.name); ok {
 		return e
 	}
-	e := clusterEndpoints(t.in.EndpointSlices(def.svc), def.port.Name)
+	e := clusterEndpoints(t.in.EndpointSlices(def.svc), def.port.Name, def.udp)
 	t.cache.KeepEndpoints(def.name, def.svc, e)
 	return e
 }
 
 // clusterEndpoints computes the ready endpoints of the port named portName
-// of a Service from its EndpointSlices (see endpointsOf).
-func clusterEndpoints(eps []*discoveryv1.EndpointSlice, portName string) []ir.Endpoint {
+// of a Service from its EndpointSlices (see endpointsOf): the slice ports
+// of protocol UDP for a UDP cluster, of TCP (or unset) otherwise.
+func clusterEndpoints(eps []*discoveryv1.EndpointSlice, portName string, udp bool) []ir.Endpoint {
+	proto := corev1.ProtocolTCP
+	if udp {
+		proto = corev1.ProtocolUDP
+	}
 	var out []ir.Endpoint
 	for _, es := range eps {
 		if es == nil || (es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6) {
@@ -152,7 +157,7 @@ func clusterEndpoints(eps []*discoveryv1.EndpointSlice, portName string) []ir.En
 			if p.Name != nil {
 				name = *p.Name
 			}
-			if name != portName || p.Port == nil || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) {
+			if name != portName || p.Port == nil || (p.Protocol != nil && *p.Protocol != proto) || (p.Protocol == nil && udp) {
 				continue
 			}
 			target = *p.Port

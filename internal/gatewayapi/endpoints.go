@@ -36,7 +36,8 @@ func PatchEndpoints(snap *resource.Snapshot, gw *ir.Gateway, svcs []resource.Key
 		svc := resource.Key{Namespace: c.ServiceNamespace, Name: c.ServiceName}
 		eps, ok := cache.Endpoints(c.Name)
 		if !ok {
-			eps = clusterEndpoints(in.EndpointSlices(svc), servicePortName(in.Service(svc), c.ServicePort))
+			udp := c.Protocol == ir.UpstreamUDP
+			eps = clusterEndpoints(in.EndpointSlices(svc), servicePortName(in.Service(svc), c.ServicePort, udp), udp)
 			cache.KeepEndpoints(c.Name, svc, eps)
 		}
 		if slices.Equal(eps, c.Endpoints) {
@@ -60,14 +61,23 @@ func PatchEndpoints(snap *resource.Snapshot, gw *ir.Gateway, svcs []resource.Key
 	return &out
 }
 
-// servicePortName is the name of the TCP port of a Service a cluster
-// uses, as resolveBackend finds it.
-func servicePortName(svc *corev1.Service, port int32) string {
+// servicePortName is the name of the port of a Service a cluster uses
+// (its UDP port for a UDP cluster, else its TCP one), as resolveBackend
+// finds it.
+func servicePortName(svc *corev1.Service, port int32, udp bool) string {
 	if svc == nil {
 		return ""
 	}
+	want := corev1.ProtocolTCP
+	if udp {
+		want = corev1.ProtocolUDP
+	}
 	for _, p := range svc.Spec.Ports {
-		if p.Port == port && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) {
+		proto := p.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		if p.Port == port && proto == want {
 			return p.Name
 		}
 	}
