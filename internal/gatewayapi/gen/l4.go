@@ -156,3 +156,53 @@ func changeL4(c *resource.Snapshot, rng *rand.Rand) string {
 		return "udp route"
 	}
 }
+
+// TCPListenersPerGateway is the number of TCP listeners of each TCP
+// Gateway of WithTCPRoutes.
+const TCPListenersPerGateway = 50
+
+// WithTCPRoutes returns s (built by Snapshot) with n TCPRoutes: Gateways
+// infra/tcp0, tcp1, ... each with TCPListenersPerGateway TCP listeners
+// (ports 10000 and up), and TCPRoute i on listener i of them forwarding to
+// the Service of HTTPRoute i (two backends weighted 3:1 every fifth).
+func WithTCPRoutes(s *resource.Snapshot, n int) *resource.Snapshot {
+	c := Copy(s)
+	gws := (n + TCPListenersPerGateway - 1) / TCPListenersPerGateway
+	for g := 0; g < gws; g++ {
+		gw := &gwv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: fmt.Sprintf("tcp%d", g), Generation: 1, CreationTimestamp: metav1.NewTime(epoch)},
+			Spec:       gwv1.GatewaySpec{GatewayClassName: "portico"},
+		}
+		all := gwv1.NamespacesFromAll
+		for l := 0; l < TCPListenersPerGateway && g*TCPListenersPerGateway+l < n; l++ {
+			gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{Name: gwv1.SectionName(fmt.Sprintf("tcp%d", l)),
+				Port: gwv1.PortNumber(10000 + l), Protocol: gwv1.TCPProtocolType,
+				AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &all}}})
+		}
+		c.Gateways.Set(key(gw.ObjectMeta), gw)
+	}
+	for i := 0; i < n; i++ {
+		ns := fmt.Sprintf("team%d", i%Namespaces)
+		svc := fmt.Sprintf("svc%d", i/RoutesPerService)
+		addService(c, ns, svc)
+		backends := []gwv1.BackendRef{l4BackendRef(svc, 8080, 3)}
+		if i%5 == 0 {
+			other := fmt.Sprintf("svc%d", i/RoutesPerService+1)
+			addService(c, ns, other)
+			backends = append(backends, l4BackendRef(other, 8080, 1))
+		}
+		r := &gwv1.TCPRoute{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("tcproute%d", i), Generation: 1,
+				CreationTimestamp: metav1.NewTime(epoch.Add(time.Duration(i) * time.Second))},
+			Spec: gwv1.TCPRouteSpec{
+				CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{
+					Namespace: ptr(gwv1.Namespace("infra")), Name: gwv1.ObjectName(fmt.Sprintf("tcp%d", i/TCPListenersPerGateway)),
+					SectionName: ptr(gwv1.SectionName(fmt.Sprintf("tcp%d", i%TCPListenersPerGateway))),
+				}}},
+				Rules: []gwv1.TCPRouteRule{{BackendRefs: backends}},
+			},
+		}
+		c.TCPRoutes.Set(key(r.ObjectMeta), r)
+	}
+	return c.Build()
+}
