@@ -46,6 +46,9 @@ var decodedSpecs = map[string]reflect.Type{
 	resource.KindListenerSet.String():  reflect.TypeFor[gwv1.ListenerSetSpec](),
 	resource.KindHTTPRoute.String():    reflect.TypeFor[gwv1.HTTPRouteSpec](),
 	resource.KindGRPCRoute.String():    reflect.TypeFor[gwv1.GRPCRouteSpec](),
+	resource.KindTLSRoute.String():     reflect.TypeFor[gwv1.TLSRouteSpec](),
+	resource.KindTCPRoute.String():     reflect.TypeFor[gwv1.TCPRouteSpec](),
+	resource.KindUDPRoute.String():     reflect.TypeFor[gwv1.UDPRouteSpec](),
 	"ReferenceGrant":                   reflect.TypeFor[gwv1beta1.ReferenceGrantSpec](),
 }
 
