@@ -315,7 +315,7 @@ func TestClassProxyConfigContent(t *testing.T) {
 					t.Fatalf("class Accepted = %+v, Gateway Accepted = %+v, want True", cc, gc)
 				}
 				// What the translator accepts, the reconciler renders.
-				if _, err := infra.Render(r.Infra[0].Gateway, r.Infra[0].Proxy, r.Infra[0].Ports, infra.Params{XDSAddress: "xds.example:18000", XDSServerName: "xds.example"}); err != nil {
+				if _, err := infra.RenderSpec(r.Infra[0], infra.Params{XDSAddress: "xds.example:18000", XDSServerName: "xds.example"}); err != nil {
 					t.Fatalf("an accepted ProxyConfig does not render: %v", err)
 				}
 				return

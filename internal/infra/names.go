@@ -41,6 +41,15 @@
 //     requests nor limits are requested at 100m and 128Mi (utilization
 //     targets are percentages of requests, and a Pod without requests is
 //     the first evicted under node pressure).
+//   - Listener ports: each of the Spec's TCP ports is a Service port and
+//     an Envoy container port named "port-<n>" over TCP, each UDP port
+//     one named "udp-<n>" over UDP; a number that is both gets both (the
+//     API server and server-side apply key these ports by number and
+//     protocol, so changing one protocol's ports leaves the other's).
+//     TCP names are those of before UDP listeners, so upgrading renames
+//     nothing. The ports are ordered by number, TCP first. A Gateway with
+//     no port at all gets one placeholder Service port, "none" (a
+//     Service needs a port; its address is still reported).
 //   - Metrics: a "metrics" container port (proxyspec.MetricsPort) and the
 //     prometheus.io/scrape, port and path (/stats/prometheus) annotations,
 //     unless metrics are disabled.

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
@@ -63,8 +62,8 @@ type Reconciler struct {
 	// backoff, and at once when a provisioned object of that name changes.
 	blocked map[types.NamespacedName]blockedGW
 	leadCtx context.Context
-	// render is Render (replaced in tests, to count renderings).
-	render func(*gwv1.Gateway, v1alpha1.ProxyConfigSpec, []int32, Params) (*Objects, error)
+	// render is RenderSpec (replaced in tests, to count renderings).
+	render func(proxyspec.Spec, Params) (*Objects, error)
 	// processed, when set (tests), is called after each write or removal
 	// of a Gateway's objects, with its result.
 	processed func(types.NamespacedName, error)
@@ -102,7 +101,7 @@ func New(cfg Config) *Reconciler {
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "infra"}),
 		desired: map[types.NamespacedName]*desiredGW{},
 		blocked: map[types.NamespacedName]blockedGW{},
-		render:  Render,
+		render:  RenderSpec,
 	}
 }
 
@@ -117,7 +116,7 @@ func (r *Reconciler) SetReader(rd client.Reader) { r.cfg.Reader = rd }
 // Publish records the Gateways of one translation. A Gateway whose rendered
 // objects changed is enqueued; one that disappeared is enqueued for removal.
 // A Gateway whose spec is the one of the previous call (the same Gateway
-// object, proxy configuration and ports) is not rendered again: a
+// object, proxy configuration, TCP and UDP ports) is not rendered again: a
 // translation caused by a route or an endpoint costs no rendering. A spec
 // that fails proxyspec.CheckProxyConfig (the translator refused it) is not
 // rendered: the Gateway's objects stay as they are.
@@ -140,7 +139,7 @@ func (r *Reconciler) Publish(specs []proxyspec.Spec) {
 			r.cfg.Log.Error("not rendering proxies of a refused ProxyConfig", "gateway", k, "err", err)
 			continue
 		}
-		objs, err := r.render(s.Gateway, s.Proxy, append([]int32(nil), s.Ports...), r.cfg.Params)
+		objs, err := r.render(s, r.cfg.Params)
 		if err != nil {
 			r.cfg.Log.Error("cannot render proxies", "gateway", k, "err", err)
 			continue
@@ -163,7 +162,8 @@ func (r *Reconciler) Publish(specs []proxyspec.Spec) {
 // rendering them: informer objects are never modified in place, so the same
 // Gateway pointer is the same Gateway.
 func sameSpec(a, b *proxyspec.Spec) bool {
-	return a.Gateway == b.Gateway && slices.Equal(a.Ports, b.Ports) && equality.Semantic.DeepEqual(a.Proxy, b.Proxy)
+	return a.Gateway == b.Gateway && slices.Equal(a.Ports, b.Ports) && slices.Equal(a.UDPPorts, b.UDPPorts) &&
+		equality.Semantic.DeepEqual(a.Proxy, b.Proxy)
 }
 
 // Observe enqueues the Gateway owning a provisioned object that changed or
@@ -412,7 +412,7 @@ func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desir
 	// Apply freshly rendered objects: Apply writes the server's answer
 	// back into the configuration it is given, which must not leak into
 	// the desired state kept for comparison.
-	objs, err := Render(d.spec.Gateway, d.spec.Proxy, append([]int32(nil), d.spec.Ports...), r.cfg.Params)
+	objs, err := RenderSpec(d.spec, r.cfg.Params)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/proxyspec"
@@ -18,9 +17,9 @@ func TestPublishRendersChangedSpecsOnly(t *testing.T) {
 	r := New(Config{Params: params})
 	defer r.queue.ShutDown()
 	renders := 0
-	r.render = func(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Params) (*Objects, error) {
+	r.render = func(s proxyspec.Spec, p Params) (*Objects, error) {
 		renders++
-		return Render(gw, pc, ports, p)
+		return RenderSpec(s, p)
 	}
 	drain := func() int {
 		n := r.queue.Len()
@@ -70,6 +69,18 @@ func TestPublishRendersChangedSpecsOnly(t *testing.T) {
 		t.Errorf("after a refused spec, desired %+v, want the last accepted one", d)
 	}
 	step("accepted again", proxy, 0, 0)
+	// UDP ports are part of the spec: a UDP port of a TCP port's number
+	// changes the objects, the same UDP ports again (a copy) render
+	// nothing, and dropping the TCP ports changes the objects.
+	udp := proxy
+	udp.UDPPorts = []int32{80}
+	step("udp port", udp, 1, 1)
+	udpSame := udp
+	udpSame.UDPPorts = []int32{80}
+	step("same udp ports", udpSame, 0, 0)
+	udpOnly := udp
+	udpOnly.Ports = nil
+	step("udp only", udpOnly, 1, 1)
 	// The Gateway goes away: enqueued for removal, nothing rendered.
 	renders = 0
 	r.Publish(nil)

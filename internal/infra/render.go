@@ -14,7 +14,6 @@ import (
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
@@ -52,11 +51,14 @@ type Objects struct {
 	HorizontalPodAutoscaler *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration
 }
 
-// Render builds the objects of Gateway gw with the effective ProxyConfig
-// spec pc. It is pure: equal inputs give equal objects. A spec the
-// translator refuses (see the package doc) is an error, never objects the
-// API server would refuse.
-func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Params) (*Objects, error) {
+// RenderSpec builds the objects of s.Gateway with the effective
+// ProxyConfig spec s.Proxy, exposing s.Ports over TCP and s.UDPPorts over
+// UDP. It is pure: equal inputs give equal objects, whatever the order of
+// the ports, and it does not modify s. A spec the translator refuses (see
+// the package doc) is an error, never objects the API server would
+// refuse.
+func RenderSpec(s proxyspec.Spec, p Params) (*Objects, error) {
+	gw, pc := s.Gateway, s.Proxy
 	name := proxyspec.Name(gw.Name)
 	ns := gw.Namespace
 	labels := proxyspec.Labels(ns, gw.Name)
@@ -66,7 +68,7 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
+	ports := exposedPorts(s.Ports, s.UDPPorts)
 
 	sa := corev1ac.ServiceAccount(name, ns).
 		WithLabels(meta.labels).WithAnnotations(meta.annotations).WithOwnerReferences(meta.owner).
@@ -115,9 +117,9 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 	svc := corev1ac.Service(name, ns).
 		WithLabels(meta.labels).WithAnnotations(svcAnn).WithOwnerReferences(meta.owner).
 		WithSpec(corev1ac.ServiceSpec().WithType(svcType).WithSelector(labels))
-	for _, port := range ports {
-		svc.Spec.WithPorts(corev1ac.ServicePort().WithName(portName(port)).WithPort(port).
-			WithTargetPort(intstr.FromInt32(port)).WithProtocol(corev1.ProtocolTCP))
+	for _, lp := range ports {
+		svc.Spec.WithPorts(corev1ac.ServicePort().WithName(lp.name()).WithPort(lp.port).
+			WithTargetPort(intstr.FromInt32(lp.port)).WithProtocol(lp.protocol))
 	}
 	if len(ports) == 0 {
 		// A Service needs a port; a Gateway without listeners still gets
@@ -136,7 +138,44 @@ func Render(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Para
 	return &Objects{ServiceAccount: sa, ConfigMap: cm, Deployment: dep, Service: svc, PodDisruptionBudget: pdb, HorizontalPodAutoscaler: hpa}, nil
 }
 
-func portName(port int32) string { return "port-" + strconv.Itoa(int(port)) }
+// listenerPort is one port a Gateway's proxies expose: a listener port
+// over one protocol.
+type listenerPort struct {
+	port     int32
+	protocol corev1.Protocol
+}
+
+// name names the port in the Service and the Envoy container: unique
+// (a number may be both TCP and UDP), a DNS label and an IANA service
+// name (at most 15 characters, a letter in it). TCP ports keep the
+// "port-<n>" they had before UDP listeners existed, so that no Service
+// port of an upgraded Gateway is renamed.
+func (lp listenerPort) name() string {
+	if lp.protocol == corev1.ProtocolUDP {
+		return "udp-" + strconv.Itoa(int(lp.port))
+	}
+	return "port-" + strconv.Itoa(int(lp.port))
+}
+
+// exposedPorts are the TCP and UDP ports in the order they are rendered:
+// by number, TCP before UDP for a number that is both. The callers' slices
+// are not modified.
+func exposedPorts(tcp, udp []int32) []listenerPort {
+	out := make([]listenerPort, 0, len(tcp)+len(udp))
+	for _, p := range tcp {
+		out = append(out, listenerPort{port: p, protocol: corev1.ProtocolTCP})
+	}
+	for _, p := range udp {
+		out = append(out, listenerPort{port: p, protocol: corev1.ProtocolUDP})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].port != out[j].port {
+			return out[i].port < out[j].port
+		}
+		return out[i].protocol == corev1.ProtocolTCP && out[j].protocol != corev1.ProtocolTCP
+	})
+	return out
+}
 
 type renderedMeta struct {
 	labels      map[string]string

@@ -27,7 +27,8 @@ var goldenParams = Params{XDSAddress: "portico-xds.portico-system.svc:18000", XD
 	AgentImage: "ghcr.io/portico-dev/portico:test"}
 
 // TestRenderGolden renders every testdata/render/*.in.yaml (a Gateway, its
-// listener ports being the proxies' ports, and optionally a ProxyConfig
+// listener ports being the proxies' ports — over UDP for UDP listeners,
+// over TCP for the others — and optionally a ProxyConfig
 // whose spec is the effective one) and compares the apply configurations,
 // as YAML, with testdata/render/<case>.out.yaml; a refused spec's output
 // is its error. The ConfigMap's files are elided (the bootstrap has its
@@ -45,9 +46,10 @@ func TestRenderGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
 		t.Run(name, func(t *testing.T) {
 			gw, pc := loadRenderCase(t, in)
-			got := renderYAML(t, gw, pc, listenerPorts(gw))
+			tcp, udp := listenerPorts(gw)
+			got := renderYAML(t, proxyspec.Spec{Gateway: gw, Proxy: pc, Ports: tcp, UDPPorts: udp})
 			// Determinism: the ports in another order render the same.
-			again := renderYAML(t, gw, pc, reversed(listenerPorts(gw)))
+			again := renderYAML(t, proxyspec.Spec{Gateway: gw, Proxy: pc, Ports: reversed(tcp), UDPPorts: reversed(udp)})
 			if !bytes.Equal(got, again) {
 				t.Errorf("output depends on the order of the ports:\n%s\n---- again:\n%s", got, again)
 			}
@@ -119,12 +121,18 @@ func stripComments(doc string) string {
 	return strings.Join(out, "\n")
 }
 
-func listenerPorts(gw *gwv1.Gateway) []int32 {
-	var ports []uint32
+// listenerPorts are the Gateway's listener ports as the translator hands
+// them over: UDP listeners' in udp, all others' in tcp.
+func listenerPorts(gw *gwv1.Gateway) (tcp, udp []int32) {
+	var t, u []uint32
 	for _, l := range gw.Spec.Listeners {
-		ports = append(ports, uint32(l.Port))
+		if l.Protocol == gwv1.UDPProtocolType {
+			u = append(u, uint32(l.Port))
+		} else {
+			t = append(t, uint32(l.Port))
+		}
 	}
-	return proxyspec.Ports(ports)
+	return proxyspec.Ports(t), proxyspec.Ports(u)
 }
 
 func reversed(s []int32) []int32 {
@@ -133,10 +141,10 @@ func reversed(s []int32) []int32 {
 	return s
 }
 
-// renderYAML is the golden form of Render's result.
-func renderYAML(t *testing.T, gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32) []byte {
+// renderYAML is the golden form of RenderSpec's result.
+func renderYAML(t *testing.T, s proxyspec.Spec) []byte {
 	t.Helper()
-	objs, err := Render(gw, pc, ports, goldenParams)
+	objs, err := RenderSpec(s, goldenParams)
 	if err != nil {
 		return []byte("error: " + err.Error() + "\n")
 	}

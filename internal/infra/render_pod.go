@@ -48,7 +48,7 @@ var (
 )
 
 // podTemplate is the proxy Pod of Gateway gw.
-func podTemplate(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32, p Params) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
+func podTemplate(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []listenerPort, p Params) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
 	name := proxyspec.Name(gw.Name)
 	selector := proxyspec.Labels(gw.Namespace, gw.Name)
 	labels, annotations := podMetadata(gw, pc)
@@ -137,7 +137,7 @@ func podMetadata(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec) (labels, annotat
 // envoyContainer runs Envoy. It is ready while /ready on proxyspec.ReadyPort says so
 // (the shutdown-manager fails it first when the Pod terminates), and its
 // preStop hook waits for the shutdown-manager to drain it.
-func envoyContainer(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32) *corev1ac.ContainerApplyConfiguration {
+func envoyContainer(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []listenerPort) *corev1ac.ContainerApplyConfiguration {
 	image := pc.Image
 	if image == "" {
 		image = v1alpha1.DefaultEnvoyImage
@@ -168,8 +168,8 @@ func envoyContainer(gw *gwv1.Gateway, pc v1alpha1.ProxyConfigSpec, ports []int32
 			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(shutdownWaitPath).WithPort(intstr.FromInt32(proxyspec.AgentPort))))).
 		WithSecurityContext(lockedDown()).
 		WithResources(envoyResources(pc))
-	for _, port := range ports {
-		c.WithPorts(corev1ac.ContainerPort().WithName(portName(port)).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP))
+	for _, lp := range ports {
+		c.WithPorts(corev1ac.ContainerPort().WithName(lp.name()).WithContainerPort(lp.port).WithProtocol(lp.protocol))
 	}
 	if port, ok := proxyspec.MetricsPort(pc); ok {
 		c.WithPorts(corev1ac.ContainerPort().WithName("metrics").WithContainerPort(port).WithProtocol(corev1.ProtocolTCP))

@@ -40,7 +40,7 @@ func TestRenderObjects(t *testing.T) {
 		Replicas: ptr.To[int32](3),
 		Service:  v1alpha1.ProxyService{Type: corev1.ServiceTypeClusterIP, Annotations: map[string]string{"lb": "internal"}},
 	}
-	objs, err := Render(testGateway(), pc, []int32{443, 80, 8080}, params)
+	objs, err := RenderSpec(proxyspec.Spec{Gateway: testGateway(), Proxy: pc, Ports: []int32{443, 80, 8080}}, params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +72,12 @@ func TestRenderObjects(t *testing.T) {
 		t.Errorf("service type/annotations not from ProxyConfig")
 	}
 	// Deterministic.
-	again, _ := Render(testGateway(), pc, []int32{8080, 443, 80}, params)
+	again, _ := RenderSpec(proxyspec.Spec{Gateway: testGateway(), Proxy: pc, Ports: []int32{8080, 443, 80}}, params)
 	if !reflect.DeepEqual(objs, again) {
 		t.Error("render is not deterministic")
 	}
 	// Defaults.
-	def, _ := Render(testGateway(), v1alpha1.ProxyConfigSpec{}, []int32{80}, params)
+	def, _ := RenderSpec(proxyspec.Spec{Gateway: testGateway(), Proxy: v1alpha1.ProxyConfigSpec{}, Ports: []int32{80}}, params)
 	if *def.Service.Spec.Type != corev1.ServiceTypeLoadBalancer || *def.Deployment.Spec.Replicas != 2 ||
 		*def.Deployment.Spec.Template.Spec.Containers[0].Image != v1alpha1.DefaultEnvoyImage {
 		t.Error("defaults not applied")

@@ -29,8 +29,10 @@
 //     a Pod reaches the bridge's prefix and nothing else. Load-balancer
 //     addresses come from a pool inside the bridge's prefix and outside
 //     the pod range; each is on the host's side of the bridge, where one
-//     forwarder per Service port sends each new connection to a Ready,
-//     not terminating Pod in turn (loadbalancer.go); the Service's
+//     forwarder per TCP Service port sends each new connection to a Ready,
+//     not terminating Pod in turn (loadbalancer.go), and one per UDP
+//     Service port does so for each new client session, answering from
+//     the address the client sent to (udp.go); the Service's
 //     status.loadBalancer.ingress gets it once it has a Ready Pod behind
 //     it. Host services (Forward) are TCP forwarders on the gateway
 //     address to loopback targets. There is no

@@ -9,9 +9,11 @@ package dataplane
 // load balancer do together. A connection stays with its Pod until one
 // side closes it, so a Pod that stops being Ready (or starts terminating)
 // gets no new connections and keeps the ones it has, as conntrack keeps
-// established flows. The Service's status.loadBalancer.ingress names the
-// address from the first time it has a Ready Pod behind it, so an
-// address in status is one that answers.
+// established flows. Each UDP port is a forwarder of datagrams by client
+// session at the same address and port number (udp.go). The Service's
+// status.loadBalancer.ingress names the address from the first time it
+// has a Ready Pod behind it and a port forwarded, so an address in status
+// is one that answers.
 
 import (
 	"context"
@@ -32,7 +34,8 @@ type lbAlloc struct {
 	key      string // ns/name
 	ip       netip.Addr
 	onBridge bool
-	ports    map[int32]*lbPort // by Service port
+	ports    map[int32]*lbPort // TCP, by Service port
+	udp      map[int32]*udpForwarder
 }
 
 // lbPort is one forwarded port: the forwarder reads targets, which the
@@ -86,7 +89,8 @@ func (d *DataPlane) syncLoadBalancers(ctx context.Context) {
 		}
 		backends := d.backends(svc)
 		d.forward(a, svc, backends)
-		if len(backends) > 0 && len(a.ports) > 0 {
+		d.forwardUDP(a, svc, backends)
+		if len(backends) > 0 && len(a.ports)+len(a.udp) > 0 {
 			d.writeStatus(ctx, svc, a.ip)
 		}
 	}
@@ -138,15 +142,21 @@ func (d *DataPlane) forward(a *lbAlloc, svc *corev1.Service, backends []*podRun)
 }
 
 // targetPort is the Pod's port for Service port sp: a number, a named
-// container port of the Pod, or the Service port itself.
+// container port of the Pod of sp's protocol, or the Service port itself.
 func targetPort(p *corev1.Pod, sp corev1.ServicePort) (int32, bool) {
+	proto := func(p corev1.Protocol) corev1.Protocol {
+		if p == "" {
+			return corev1.ProtocolTCP
+		}
+		return p
+	}
 	switch {
 	case sp.TargetPort.IntValue() > 0:
 		return int32(sp.TargetPort.IntValue()), true
 	case sp.TargetPort.StrVal != "":
 		for _, c := range p.Spec.Containers {
 			for _, cp := range c.Ports {
-				if cp.Name == sp.TargetPort.StrVal && (cp.Protocol == "" || cp.Protocol == corev1.ProtocolTCP) {
+				if cp.Name == sp.TargetPort.StrVal && proto(cp.Protocol) == proto(sp.Protocol) {
 					return cp.ContainerPort, true
 				}
 			}
@@ -165,6 +175,10 @@ func (d *DataPlane) release(a *lbAlloc) {
 	for port, p := range a.ports {
 		_ = p.f.Close()
 		delete(a.ports, port)
+	}
+	for port, f := range a.udp {
+		_ = f.Close()
+		delete(a.udp, port)
 	}
 	if a.onBridge {
 		if err := command("ip", "addr", "del", a.ip.String()+"/32", "dev", d.bridge.Name); err != nil {
