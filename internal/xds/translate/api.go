@@ -12,6 +12,14 @@
 // Envoy's scoped RDS (split.go): a change of one route then sends that
 // hostname's table only, instead of the listener's whole table.
 //
+// Forwarded connections and datagrams (tcp.go, udp.go): a TCP route
+// (TLSRoute, TCPRoute) is the tcp_proxy filter of its chain, on a TCP
+// listener or, selected by SNI beside HTTPS chains on one port, on an
+// HTTPS listener, terminating TLS or passing it through; a UDP listener is
+// a udp_proxy listener filter, split by weight on the client's source
+// port. Shares of Invalid backends fail closed: connections are closed at
+// once, datagrams dropped.
+//
 // Proxy settings (ir.Gateway.Proxy, from the Gateway's ProxyConfig; see
 // settings.go and accesslog.go), with their defaults:
 //
@@ -29,8 +37,9 @@
 //   - Timeouts of every HTTP connection manager: request headers within
 //     10 s (request_headers_timeout), a stream idle for 5 min is reset
 //     (stream_idle_timeout), a client connection without streams is
-//     closed after 1 h (idle_timeout); 0 disables one. Every cluster
-//     connects within 5 s (connect_timeout).
+//     closed after 1 h (idle_timeout), and so is a forwarded TCP
+//     connection without traffic (tcp_proxy's idle_timeout); 0 disables
+//     one. Every cluster connects within 5 s (connect_timeout).
 //   - Circuit breakers of every cluster (default priority, per proxy):
 //     1024 connections, 1024 pending requests, 1024 requests, 3
 //     concurrent retries.

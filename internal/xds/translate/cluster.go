@@ -85,7 +85,7 @@ func (t *translator) clustersAndEndpoints() (clusters, endpoints []*entry, err e
 		} else if ce.cluster, err = t.clusterEntry(c); err != nil {
 			return nil, nil, err
 		}
-		if old != nil && slices.Equal(old.endpoints, c.Endpoints) {
+		if old != nil && old.sameEndpoints(c.Protocol, c.Endpoints) {
 			ce.cla = old.cla
 		} else if ce.cla, err = t.claEntry(c); err != nil {
 			return nil, nil, err
@@ -118,6 +118,7 @@ func (t *translator) clustersInPlace(prev *gatewayMemo) (clusters, endpoints []*
 			continue
 		}
 		ce := *prev.clusters.get(c.Name)
+		sameEndpoints := ce.sameEndpoints(c.Protocol, c.Endpoints)
 		if c.Protocol != ce.protocol {
 			e, err := t.clusterEntry(c)
 			if err != nil {
@@ -128,7 +129,7 @@ func (t *translator) clustersInPlace(prev *gatewayMemo) (clusters, endpoints []*
 			}
 			cl[i], ce.cluster, ce.protocol = e, e, c.Protocol
 		}
-		if !slices.Equal(c.Endpoints, ce.endpoints) {
+		if !sameEndpoints {
 			e, err := t.claEntry(c)
 			if err != nil {
 				return nil, nil, false, err
@@ -198,6 +199,7 @@ func (t *translator) clustersMerged(prev *gatewayMemo) (clusters, endpoints []*e
 				continue
 			}
 			ce := *prev.clusters.get(c.Name)
+			sameEndpoints := ce.sameEndpoints(c.Protocol, c.Endpoints)
 			i++
 			if c.Protocol != ce.protocol {
 				if ce.cluster, err = t.clusterEntry(c); err != nil {
@@ -205,7 +207,7 @@ func (t *translator) clustersMerged(prev *gatewayMemo) (clusters, endpoints []*e
 				}
 				ce.protocol = c.Protocol
 			}
-			if !slices.Equal(c.Endpoints, ce.endpoints) {
+			if !sameEndpoints {
 				if ce.cla, err = t.claEntry(c); err != nil {
 					return nil, nil, false, err
 				}
@@ -271,6 +273,9 @@ func (t *translator) clusterEntry(c *ir.Cluster) (*entry, error) {
 		cl.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: proto.CloneOf(t.http2)}
 	case ir.UpstreamHTTP1, "":
 		// HTTP/1.1 is Envoy's default upstream protocol.
+	case ir.UpstreamTCP, ir.UpstreamUDP:
+		// Connections (tcp_proxy) and datagrams (udp_proxy) are forwarded
+		// as they are: no HTTP protocol options.
 	default:
 		return nil, fmt.Errorf("cluster %q: unknown protocol %q", c.Name, c.Protocol)
 	}
@@ -351,7 +356,7 @@ func (t *translator) loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssign
 		}
 		x := &all[len(ptrs)]
 		x.port.PortValue = e.Port
-		x.sock.Protocol, x.sock.Address, x.sock.PortSpecifier = corev3.SocketAddress_TCP, s, &x.port
+		x.sock.Protocol, x.sock.Address, x.sock.PortSpecifier = endpointProtocol(c.Protocol), s, &x.port
 		x.sa.SocketAddress = &x.sock
 		x.addr.Address = &x.sa
 		x.ep.Address = &x.addr
@@ -363,6 +368,18 @@ func (t *translator) loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssign
 		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: ptrs}}
 	}
 	return cla
+}
+
+// endpointProtocol is the socket protocol of the endpoints of a cluster
+// of protocol p: UDP for the UDP port of a Service, TCP otherwise. Envoy
+// opens datagram sockets to a udp_proxy's hosts whatever the protocol of
+// their address; UDP says what the endpoint is (and a UDP port and a TCP
+// port of one number are different endpoints).
+func endpointProtocol(p ir.UpstreamProtocol) corev3.SocketAddress_Protocol {
+	if p == ir.UpstreamUDP {
+		return corev3.SocketAddress_UDP
+	}
+	return corev3.SocketAddress_TCP
 }
 
 func socketAddress(addr string, port uint32) *corev3.Address {

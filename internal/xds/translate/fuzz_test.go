@@ -56,6 +56,13 @@ func fuzzGateway(host, sni, path string, pathKind uint8, regex, header, value, r
 		{Name: "vh", Hostname: host, Routes: routes},
 		{Name: "any", Hostname: "*", Routes: routes[2:]},
 	}}
+	// TCP and UDP routes, weighted like the HTTP route's backends.
+	l4 := func(name string, a, b string) *ir.TCPRoute {
+		return &ir.TCPRoute{Name: name + "/" + value, Backends: []ir.WeightedBackend{
+			{Cluster: a, Weight: w1}, {Cluster: b, Weight: w2}, {Invalid: true, Weight: w2 / 2},
+		}}
+	}
+	udp := ir.UDPRoute(*l4("udp", "ns/u/53/udp", "ns/v/53/udp"))
 	return &ir.Gateway{
 		Namespace: "ns", Name: "gw",
 		Listeners: []*ir.Listener{
@@ -63,11 +70,18 @@ func fuzzGateway(host, sni, path string, pathKind uint8, regex, header, value, r
 			{Name: "https", Port: 443, Protocol: ir.ProtocolHTTPS, FilterChains: []*ir.FilterChain{
 				{Name: "sni", ServerNames: []string{sni}, CertificateSecrets: []string{"ns/cert"}, RouteConfig: rc},
 				{Name: "host", ServerNames: []string{host}, CertificateSecrets: []string{"ns/cert"}, RouteConfig: rc},
+				{Name: "passthrough", ServerNames: []string{"pass." + sni}, TCP: l4("tls", "ns/t/9000", "ns/a/80")},
+				{Name: "terminate", ServerNames: []string{"term." + host}, CertificateSecrets: []string{"ns/cert"}, TCP: l4("term", "ns/t/9000", "ns/t/9000")},
 			}},
+			{Name: "tcp", Port: port + 1, Protocol: ir.ProtocolTCP, FilterChains: []*ir.FilterChain{{Name: "tcp", TCP: l4("tcp", "ns/t/9000", "ns/b/80")}}},
+			{Name: "udp", Port: port + 2, Protocol: ir.ProtocolUDP, UDP: &udp},
 		},
 		Clusters: []*ir.Cluster{
 			{Name: "ns/a/80", Protocol: ir.UpstreamHTTP1, Endpoints: []ir.Endpoint{{Address: addr, Port: port}}},
 			{Name: "ns/b/80", Protocol: ir.UpstreamHTTP2},
+			{Name: "ns/t/9000", Protocol: ir.UpstreamTCP, Endpoints: []ir.Endpoint{{Address: addr, Port: port}}},
+			{Name: "ns/u/53/udp", Protocol: ir.UpstreamUDP, Endpoints: []ir.Endpoint{{Address: addr, Port: port}}},
+			{Name: "ns/v/53/udp", Protocol: ir.UpstreamUDP},
 		},
 		Secrets: []*ir.Secret{{Name: "ns/cert", Cert: []byte(value), Key: []byte(rewrite)}},
 	}

@@ -37,7 +37,13 @@ func (t *translator) listenersAndRoutes() (listeners, routes, scopes []*entry, e
 	rb := &routeBuilder{t: t, byName: map[string]*rcEntry{}}
 	var router *anypb.Any
 	names := map[string]bool{}
-	ports := map[uint32]string{}
+	// A port is taken once per transport: a UDP listener may share its
+	// number with a TCP-based one (DNS on 53/TCP and 53/UDP).
+	type portKey struct {
+		port uint32
+		udp  bool
+	}
+	ports := map[portKey]string{}
 	split := t.splitListener()
 	for _, l := range t.gw.Listeners {
 		if l == nil {
@@ -48,10 +54,11 @@ func (t *translator) listenersAndRoutes() (listeners, routes, scopes []*entry, e
 			return nil, nil, nil, fmt.Errorf("listener name %q is empty or not unique", l.Name)
 		}
 		names[name] = true
-		if other, ok := ports[l.Port]; ok {
+		pk := portKey{l.Port, l.Protocol == ir.ProtocolUDP}
+		if other, ok := ports[pk]; ok {
 			return nil, nil, nil, fmt.Errorf("listeners %q and %q both use port %d", other, l.Name, l.Port)
 		}
-		ports[l.Port] = l.Name
+		ports[pk] = l.Name
 		isSplit := l == split
 		if old := t.memo.listeners[name]; old != nil && old.split == isSplit && sameListener(old.src, l) {
 			// The route configs are translated anyway (they may have
@@ -102,20 +109,36 @@ func (t *translator) checkReused(name string, l *ir.Listener, split bool, rb *ro
 	if split {
 		return rb.addSplit(name, l.FilterChains[0].RouteConfig)
 	}
+	// In the order of listener: the same route configs are built before
+	// the same first failure.
 	for _, fc := range l.FilterChains {
+		if fc.TCP != nil {
+			if err := t.checkReusedTCP(fc); err != nil {
+				return err
+			}
+		}
 		for _, s := range fc.CertificateSecrets {
 			if !t.secrets[s] {
 				return fmt.Errorf("filter chain %q: certificate secret %q is not among the gateway's secrets", fc.Name, s)
 			}
 		}
+		if fc.RouteConfig == nil {
+			continue
+		}
 		if _, err := rb.add(fc.RouteConfig); err != nil {
 			return err
 		}
 	}
-	return nil
+	return t.checkReusedUDP(l)
 }
 
 func (t *translator) listener(name string, l *ir.Listener, split bool, router *anypb.Any, rb *routeBuilder) (*listenerv3.Listener, error) {
+	if l.Protocol == ir.ProtocolUDP {
+		return t.udpListener(name, l)
+	}
+	if l.UDP != nil {
+		return nil, fmt.Errorf("a %s listener has no UDP route", l.Protocol)
+	}
 	out := &listenerv3.Listener{
 		Name:                          name,
 		Address:                       socketAddress("0.0.0.0", l.Port),
@@ -128,6 +151,9 @@ func (t *translator) listener(name string, l *ir.Listener, split bool, router *a
 			return nil, fmt.Errorf("an HTTP listener needs exactly one filter chain without server names")
 		}
 		fc := l.FilterChains[0]
+		if fc.RouteConfig == nil || fc.TCP != nil {
+			return nil, fmt.Errorf("filter chain %q: an HTTP listener's chain routes HTTP (a route config) and forwards no connections", fc.Name)
+		}
 		var hcm *listenerv3.Filter
 		var err error
 		if split {
@@ -153,6 +179,12 @@ func (t *translator) listener(name string, l *ir.Listener, split bool, router *a
 			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: inspector},
 		}}
 		out.FilterChains = chains
+	case ir.ProtocolTCP:
+		chain, err := t.tcpListenerChain(statPrefix, l)
+		if err != nil {
+			return nil, err
+		}
+		out.FilterChains = []*listenerv3.FilterChain{chain}
 	default:
 		return nil, fmt.Errorf("unknown protocol %q", l.Protocol)
 	}
@@ -162,7 +194,9 @@ func (t *translator) listener(name string, l *ir.Listener, split bool, router *a
 // tlsFilterChains gives one chain per ir.FilterChain, selected by SNI. The
 // chain without server names (at most one) matches any other TLS client and
 // is placed last. All chains require the TLS transport, so plain-text
-// connections to an HTTPS port match nothing and are closed.
+// connections to an HTTPS port match nothing and are closed. A chain routes
+// HTTP (terminating TLS) or forwards connections (tcp.go: TLS terminate or
+// passthrough).
 func (t *translator) tlsFilterChains(statPrefix string, l *ir.Listener, router *anypb.Any, rb *routeBuilder) ([]*listenerv3.FilterChain, error) {
 	if len(l.FilterChains) == 0 {
 		return nil, fmt.Errorf("an HTTPS listener needs at least one filter chain")
@@ -216,11 +250,50 @@ func (t *translator) tlsFilterChains(statPrefix string, l *ir.Listener, router *
 }
 
 func (t *translator) tlsFilterChain(statPrefix string, fc *ir.FilterChain, sni []string, router *anypb.Any, rb *routeBuilder) (*listenerv3.FilterChain, error) {
+	if err := checkChainAction(fc); err != nil {
+		return nil, err
+	}
+	out := &listenerv3.FilterChain{
+		Name: fc.Name,
+		FilterChainMatch: &listenerv3.FilterChainMatch{
+			ServerNames:       sni,
+			TransportProtocol: transportProtocolTLS,
+		},
+	}
+	if fc.TCP != nil {
+		f, err := t.tcpProxyFilter(fc.TCP, statPrefix)
+		if err != nil {
+			return nil, err
+		}
+		out.Filters = []*listenerv3.Filter{f}
+		if len(fc.CertificateSecrets) == 0 {
+			// Passthrough: the TLS stream goes upstream untouched.
+			return out, nil
+		}
+		// Terminate: the decrypted bytes are not HTTP; no ALPN.
+		out.TransportSocket, err = t.downstreamTLS(fc.CertificateSecrets, nil)
+		return out, err
+	}
 	if len(fc.CertificateSecrets) == 0 {
 		return nil, fmt.Errorf("no certificate")
 	}
+	var err error
+	if out.TransportSocket, err = t.downstreamTLS(fc.CertificateSecrets, alpnProtocols); err != nil {
+		return nil, err
+	}
+	hcm, err := t.hcmFilter(statPrefix, fc, router, rb)
+	if err != nil {
+		return nil, err
+	}
+	out.Filters = []*listenerv3.Filter{hcm}
+	return out, nil
+}
+
+// downstreamTLS is the TLS transport socket of a terminating chain, with
+// the certificates by SDS and alpn offered.
+func (t *translator) downstreamTLS(certs []string, alpn []string) (*corev3.TransportSocket, error) {
 	var sds []*tlsv3.SdsSecretConfig
-	for _, s := range fc.CertificateSecrets {
+	for _, s := range certs {
 		if !t.secrets[s] {
 			// Envoy would wait for the secret forever, never warming the listener.
 			return nil, fmt.Errorf("certificate secret %q is not among the gateway's secrets", s)
@@ -233,27 +306,15 @@ func (t *translator) tlsFilterChain(statPrefix string, fc *ir.FilterChain, sni [
 				TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2,
 			},
 			TlsCertificateSdsSecretConfigs: sds,
-			AlpnProtocols:                  alpnProtocols,
+			AlpnProtocols:                  alpn,
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	hcm, err := t.hcmFilter(statPrefix, fc, router, rb)
-	if err != nil {
-		return nil, err
-	}
-	return &listenerv3.FilterChain{
-		Name: fc.Name,
-		FilterChainMatch: &listenerv3.FilterChainMatch{
-			ServerNames:       sni,
-			TransportProtocol: transportProtocolTLS,
-		},
-		Filters: []*listenerv3.Filter{hcm},
-		TransportSocket: &corev3.TransportSocket{
-			Name:       wellknown.TransportSocketTLS,
-			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsCtx},
-		},
+	return &corev3.TransportSocket{
+		Name:       wellknown.TransportSocketTLS,
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsCtx},
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -251,6 +252,13 @@ type clusterEntry struct {
 	cla       *entry
 }
 
+// sameEndpoints reports whether the load assignment of ce is that of a
+// cluster of protocol p with endpoints eps: the same endpoints, of the
+// same socket protocol (endpointProtocol).
+func (ce *clusterEntry) sameEndpoints(p ir.UpstreamProtocol, eps []ir.Endpoint) bool {
+	return endpointProtocol(ce.protocol) == endpointProtocol(p) && slices.Equal(ce.endpoints, eps)
+}
+
 // secretEntry is a translated secret.
 type secretEntry struct {
 	cert, key []byte
@@ -271,13 +279,15 @@ func sameRoutes(a []*ir.Route, b []*routeEntry) bool {
 }
 
 // sameListener reports whether two IR listeners translate to the same
-// listener: equal names, port, protocol and filter chains (their route
-// configs are referred to by name only).
+// listener: equal names, port, protocol, filter chains (their route
+// configs are referred to by name only) and TCP and UDP routes (which the
+// listener holds whole).
 func sameListener(a, b *ir.Listener) bool {
 	if a == b {
 		return true
 	}
-	if a.Name != b.Name || a.Port != b.Port || a.Protocol != b.Protocol || len(a.FilterChains) != len(b.FilterChains) {
+	if a.Name != b.Name || a.Port != b.Port || a.Protocol != b.Protocol || len(a.FilterChains) != len(b.FilterChains) ||
+		!sameL4Route((*ir.TCPRoute)(a.UDP), (*ir.TCPRoute)(b.UDP)) {
 		return false
 	}
 	for i, fa := range a.FilterChains {
@@ -287,11 +297,20 @@ func sameListener(a, b *ir.Listener) bool {
 		}
 		if fa == nil || fb == nil || fa.Name != fb.Name || !equalStrings(fa.ServerNames, fb.ServerNames) ||
 			!equalStrings(fa.CertificateSecrets, fb.CertificateSecrets) || (fa.RouteConfig == nil) != (fb.RouteConfig == nil) ||
-			(fa.RouteConfig != nil && fa.RouteConfig.Name != fb.RouteConfig.Name) {
+			(fa.RouteConfig != nil && fa.RouteConfig.Name != fb.RouteConfig.Name) || !sameL4Route(fa.TCP, fb.TCP) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameL4Route reports whether two TCP routes (or UDP routes, which have
+// the same fields) are equal.
+func sameL4Route(a, b *ir.TCPRoute) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Name == b.Name && slices.Equal(a.Backends, b.Backends)
 }
 
 func equalStrings(a, b []string) bool {

@@ -19,7 +19,8 @@ import (
 // that could not be resolved. No cluster of that name ever exists (real
 // cluster names have three "/"-separated parts), so Envoy answers the share
 // of traffic routed to it with the route's cluster_not_found_response_code,
-// which Portico sets to 500.
+// which Portico sets to 500; tcp_proxy closes the connections given to it
+// at once, and udp_proxy drops the datagrams of its sessions (tcp.go).
 const InvalidBackendCluster = "portico/invalid-backend"
 
 // versionLen is the number of hex characters of the content hash kept as

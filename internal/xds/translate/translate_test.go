@@ -621,7 +621,7 @@ func TestErrors(t *testing.T) {
 		"duplicate cluster": {func(g *ir.Gateway) { g.Clusters[1].Name = clusterA }, "listed twice"},
 		"empty key":         {func(g *ir.Gateway) { g.Secrets[0].Key = nil }, "empty certificate or key"},
 		"header value":      {func(g *ir.Gateway) { routes(g)[8].RequestHeaders.Add[0].Value = "a\nb" }, "Value"},
-		"unknown protocol":  {func(g *ir.Gateway) { g.Listeners[0].Protocol = "TCP" }, "unknown protocol"},
+		"unknown protocol":  {func(g *ir.Gateway) { g.Listeners[0].Protocol = "SCTP" }, "unknown protocol"},
 		"prefix rewrite on regex": {func(g *ir.Gateway) {
 			routes(g)[5].Match.Path = &ir.PathMatch{Type: ir.PathRegex, Value: "/s.*"}
 		}, "needs a PathPrefix match"},
