@@ -17,8 +17,8 @@ import (
 //     filters on backendRefs are refused (ResolvedRefs=False, that
 //     backend's share answered with 500).
 //   - HTTPRouteCORS: the CORS filter is refused like other unknown filters.
-//   - BackendTLSPolicy, TLSRoute, TCPRoute, UDPRoute and the frontend
-//     client-certificate features: not implemented yet.
+//   - BackendTLSPolicy and the frontend client-certificate features: not
+//     implemented yet.
 var supportedFeatures = sortedFeatures(
 	features.SupportGateway,
 	features.SupportGatewayHTTPListenerIsolation,
@@ -54,6 +54,11 @@ var supportedFeatures = sortedFeatures(
 	features.SupportHTTPRouteSchemeRedirect,
 	features.SupportListenerSet,
 	features.SupportReferenceGrant,
+	features.SupportTCPRoute,
+	features.SupportTLSRoute,
+	features.SupportTLSRouteModeMixed,
+	features.SupportTLSRouteModeTerminate,
+	features.SupportUDPRoute,
 )
 
 func sortedFeatures(names ...features.FeatureName) []gwv1.FeatureName {

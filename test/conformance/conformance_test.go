@@ -253,6 +253,9 @@ func suiteOptions(t *testing.T, cfg *rest.Config, c client.Client, scheme *runti
 			ConformanceProfiles: []suite.ConformanceProfileName{
 				suite.GatewayHTTPConformanceProfileName,
 				suite.GatewayGRPCConformanceProfileName,
+				suite.GatewayTLSConformanceProfileName,
+				suite.GatewayTCPConformanceProfileName,
+				suite.GatewayUDPConformanceProfileName,
 			},
 		},
 		Client:        c,
