@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/testenv"
 )
 
@@ -385,8 +386,15 @@ func TestInstallRBAC(t *testing.T) {
 	// and the statuses.
 	cr := typed(t, find(t, "ClusterRole", "portico"), &rbacv1.ClusterRole{})
 	want := sets.New[string]()
-	grant(want, "gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "listenersets", "httproutes", "grpcroutes", "referencegrants"}, read)
-	grant(want, "gateway.networking.k8s.io", []string{"httproutes/status", "grpcroutes/status"}, []string{"update"})
+	// Every route kind Portico translates (resource.RouteKinds): read, and
+	// its status updated.
+	var routes, routeStatus []string
+	for _, k := range resource.RouteKinds {
+		plural := strings.ToLower(k.String()) + "s"
+		routes, routeStatus = append(routes, plural), append(routeStatus, plural+"/status")
+	}
+	grant(want, "gateway.networking.k8s.io", append([]string{"gatewayclasses", "gateways", "listenersets", "referencegrants"}, routes...), read)
+	grant(want, "gateway.networking.k8s.io", routeStatus, []string{"update"})
 	grant(want, "gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "listenersets/status"}, []string{"patch"})
 	grant(want, "", []string{"namespaces"}, read)
 	grant(want, "discovery.k8s.io", []string{"endpointslices"}, read)
