@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -68,20 +69,11 @@ func (r *l4Rule) uses() []clusterUse {
 	out := make([]clusterUse, 0, len(r.clusters))
 	for _, def := range r.clusters {
 		u := clusterUse{def: def, l4: true}
-		if !containsUse(out, u) {
+		if !slices.Contains(out, u) {
 			out = append(out, u)
 		}
 	}
 	return out
-}
-
-func containsUse(list []clusterUse, u clusterUse) bool {
-	for _, v := range list {
-		if v == u {
-			return true
-		}
-	}
-	return false
 }
 
 // chainName names an IR filter chain of a TLS listener's route: the

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -186,41 +187,44 @@ func (n *Netns) Wrap(argv []string) []string {
 // loopback included): the socket is made on a thread that has entered
 // the namespace, and stays there after the thread has left it.
 func (n *Netns) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	fd, err := n.socketIn(func() (net.Conn, error) {
+	return InNetns(n, func() (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	})
-	return fd, err
 }
 
-func (n *Netns) socketIn(f func() (net.Conn, error)) (net.Conn, error) {
+// InNetns runs f on a thread that has entered namespace n and returns what
+// it returns: the sockets f makes (to dial, listen or receive datagrams)
+// stay in the namespace after the thread has left it.
+func InNetns[T any](n *Netns, f func() (T, error)) (T, error) {
+	var zero T
 	target, err := os.Open("/run/netns/" + n.Name)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer target.Close()
 	runtime.LockOSThread()
 	self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 	if err != nil {
 		runtime.UnlockOSThread()
-		return nil, err
+		return zero, err
 	}
 	defer self.Close()
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("setns %s: %w", n.Name, err)
+		return zero, fmt.Errorf("setns %s: %w", n.Name, err)
 	}
-	conn, err := f()
+	v, err := f()
 	if rerr := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); rerr != nil {
 		// The thread stays locked and dies with its goroutine rather
 		// than run other goroutines in the wrong namespace.
-		if conn != nil {
-			conn.Close()
+		if c, ok := any(v).(io.Closer); ok && err == nil {
+			c.Close()
 		}
-		return nil, fmt.Errorf("setns back: %w", rerr)
+		return zero, fmt.Errorf("setns back: %w", rerr)
 	}
 	runtime.UnlockOSThread()
-	return conn, err
+	return v, err
 }
 
 // Close removes the namespace and its veth.

@@ -44,6 +44,7 @@ type ADS struct {
 	responses int64
 	last      time.Time // arrival of the latest response
 	tracks    []*Track
+	conds     []*Cond
 	// Endpoint addresses: per ClusterLoadAssignment, and since when each
 	// address has been in at least one.
 	claAddrs  map[string][]string
@@ -144,6 +145,11 @@ func (a *ADS) apply(resp *discoveryv3.DeltaDiscoveryResponse, at time.Time) {
 	}
 	for _, t := range a.tracks {
 		t.update(resp, at)
+	}
+	for _, c := range a.conds {
+		if c.types[resp.TypeUrl] {
+			c.update(a.state, at)
+		}
 	}
 	a.responses++
 	a.last = at
@@ -332,4 +338,85 @@ func (a *ADS) StateSize(typeURL string) (n int, size int64) {
 		size += int64(proto.Size(r))
 	}
 	return len(a.state[typeURL]), size
+}
+
+// Cond follows whether a predicate over the resources the client holds is
+// true, as Track follows a marker: where a marker cannot say that a change
+// is served (a TCPRoute is served by a listener and the clusters it
+// names, tcproute.go), the predicate reads the decoded state. It is
+// evaluated after each response of one of its types, with the state that
+// response left, under the client's lock: it must be cheap and must not
+// keep the map.
+type Cond struct {
+	pred    func(state map[string]map[string]*discoveryv3.Resource) bool
+	types   map[string]bool
+	held    bool
+	since   time.Time // when held last changed (registration, at first)
+	changed chan struct{}
+}
+
+// Cond starts following pred, evaluated now and after each response of
+// types. Register it before making the change it should see.
+func (a *ADS) Cond(pred func(state map[string]map[string]*discoveryv3.Resource) bool, types ...string) *Cond {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := &Cond{pred: pred, types: map[string]bool{}, since: time.Now(), changed: make(chan struct{})}
+	for _, t := range types {
+		c.types[t] = true
+	}
+	c.held = pred(a.state)
+	a.conds = append(a.conds, c)
+	return c
+}
+
+// RemoveCond stops evaluating c.
+func (a *ADS) RemoveCond(c *Cond) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, x := range a.conds {
+		if x == c {
+			a.conds = append(a.conds[:i], a.conds[i+1:]...)
+			return
+		}
+	}
+}
+
+// Holds reports whether c holds now.
+func (a *ADS) Holds(c *Cond) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return c.held
+}
+
+// update is called with the ADS lock held.
+func (c *Cond) update(state map[string]map[string]*discoveryv3.Resource, at time.Time) {
+	if held := c.pred(state); held != c.held {
+		c.held, c.since = held, at
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
+// WaitCond waits until c holds (want) or does not (!want) and returns the
+// arrival of the response that made it so (the registration time if it
+// already was).
+func (a *ADS) WaitCond(ctx context.Context, c *Cond, want bool) (time.Time, error) {
+	for {
+		a.mu.Lock()
+		held, since, ch, err := c.held, c.since, c.changed, a.err
+		a.mu.Unlock()
+		if held == want {
+			return since, nil
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("ads stream: %w", err)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return time.Time{}, errors.Join(ctx.Err(), fmt.Errorf("condition not %v", want))
+		case <-time.After(time.Second):
+			// a.err is only checked here and on changes of c; poll it.
+		}
+	}
 }

@@ -62,14 +62,15 @@ func TestResultsShape(t *testing.T) {
 	}
 	sort.Strings(keys)
 	want := []string{"alloc_rate_churn_mb_s", "bytes_per_route_change", "end_to_end", "endpoint_propagation", "failover", "machine",
-		"memory", "propagation", "propagation_churn", "status_convergence_1000", "translate_full", "translate_incremental"}
+		"memory", "propagation", "propagation_churn", "status_convergence_1000", "tcp_propagation", "tcp_propagation_churn",
+		"translate_full", "translate_full_tcp", "translate_incremental"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("keys = %v\nwant   %v", keys, want)
 	}
 	for k, sub := range map[string]string{
 		"translate_full": `{"1000":{"ms":1.5,"allocs":10}}`, "propagation": `{"100":{"p50_ms":1,"p99_ms":2,"max_ms":3}}`,
 		"endpoint_propagation": `{"100":{"p50_ms":1,"p99_ms":2}}`, "bytes_per_route_change": `{"100":4.5}`,
-		"memory": `{}`, "failover": `null`,
+		"memory": `{}`, "failover": `null`, "tcp_propagation": `{}`, "translate_full_tcp": `null`,
 	} {
 		if string(top[k]) != sub {
 			t.Errorf("%s = %s, want %s", k, top[k], sub)

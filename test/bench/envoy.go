@@ -13,7 +13,8 @@ package bench
 // replica: every replica serves xDS). Requests go only to these
 // namespaces. The backends sit behind Service "e2e" (no selector) whose
 // EndpointSlice the suite writes, so an endpoint change is a write the
-// suite times, as a Pod's Ready would be.
+// suite times, as a Pod's Ready would be. TCPRoutes go through the same
+// Envoy to a TCP echo of the harness's own (tcpe2e.go).
 
 import (
 	"context"
@@ -73,6 +74,10 @@ type EnvoyLoop struct {
 	current  int // index of the backend the Service points at
 	dir      string
 	stopOnce sync.Once
+	// The TCP backend (tcpe2e.go), and why the TCPRoute figures cannot
+	// be measured (nil when they can).
+	tcpEcho *tcpEcho
+	tcpErr  error
 }
 
 // StartEnvoyLoop starts the backends, the e2e Service and its
@@ -120,6 +125,9 @@ func StartEnvoyLoop(ctx context.Context, c client.Client, targets func() []strin
 	if err := upsertRoute(ctx, c, e2eRoute(e2eStableRoute, "/e2e-stable", 0)); err != nil {
 		return nil, err
 	}
+	// The TCP part is written before Envoy starts (its first config has
+	// it) and checked after; its failure only leaves the TCP figures out.
+	tcpSetup := l.startTCP(ctx)
 	if err := l.startEnvoy(ctx); err != nil {
 		return nil, err
 	}
@@ -133,6 +141,10 @@ func StartEnvoyLoop(ctx context.Context, c client.Client, targets func() []strin
 	if err != nil {
 		return nil, fmt.Errorf("the stable route through Envoy: %w", err)
 	}
+	if tcpSetup == nil {
+		tcpSetup = l.waitTCPStable(ctx)
+	}
+	l.tcpErr = tcpSetup
 	return l, nil
 }
 
@@ -199,6 +211,7 @@ func (l *EnvoyLoop) Close() error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		errs = append(errs, l.closeTCP(ctx)...)
 		for _, o := range []client.Object{
 			&gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: RouteNamespace(0), Name: e2eStableRoute}},
 			&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: RouteNamespace(0), Name: e2eSlice}},
@@ -443,6 +456,10 @@ type E2EDetails struct {
 	EndpointToNewPod     *ProbeStats   `json:"endpoint_to_new_pod,omitempty"`
 	StreamChurn          *StreamResult `json:"stream_churn,omitempty"`
 	EnvoyRSSMiB          float64       `json:"envoy_rss_mib"`
+	// TCPRoute create → first connection reaching the TCP backend
+	// (tcpe2e.go), quiet and under churn.
+	TCPRouteToFirstConnection      *ProbeStats `json:"tcp_route_to_first_connection,omitempty"`
+	TCPRouteToFirstConnectionChurn *ProbeStats `json:"tcp_route_to_first_connection_churn,omitempty"`
 }
 
 // e2eQuiet runs the quiet end-to-end probes of stage n.
@@ -451,6 +468,11 @@ func (s *suite) e2eQuiet(ctx context.Context, n int) *E2EDetails {
 	d.RouteToFirst200 = s.probes(ctx, s.cfg.Probes, func(k int) (time.Duration, error) {
 		return s.loop.RouteToFirst200(ctx, n, k)
 	})
+	if s.loop.TCPErr() == nil {
+		d.TCPRouteToFirstConnection = s.probes(ctx, s.cfg.Probes, func(k int) (time.Duration, error) {
+			return s.loop.TCPRouteToFirstConnection(ctx, n, k)
+		})
+	}
 	d.EndpointToNewPod = s.probes(ctx, s.cfg.EndpointProbes, func(int) (time.Duration, error) {
 		return s.loop.EndpointSwitch(ctx)
 	})
@@ -464,10 +486,16 @@ func (s *suite) e2eQuiet(ctx context.Context, n int) *E2EDetails {
 	if d.EndpointToNewPod.Probes > 0 {
 		e.EndpointToNewPod = ptr.To(d.EndpointToNewPod.Create)
 	}
+	if t := d.TCPRouteToFirstConnection; t != nil && t.Probes > 0 {
+		e.TCPRouteToFirstConnection = ptr.To(t.Create)
+	}
 	e.EnvoyRSSMiB = d.EnvoyRSSMiB
 	s.res.EndToEnd[Key(n)] = e
 	s.logf("stage %d: through Envoy: route → first 200 %+v, endpoint → new pod %+v, Envoy RSS %.1f MiB",
 		n, d.RouteToFirst200.Create, d.EndpointToNewPod.Create, d.EnvoyRSSMiB)
+	if t := d.TCPRouteToFirstConnection; t != nil {
+		s.logf("stage %d: through Envoy: TCPRoute → first connection %+v (%d failed: %s)", n, t.Create, t.Failures, t.FirstError)
+	}
 	return d
 }
 
@@ -477,15 +505,26 @@ func (s *suite) e2eChurn(ctx context.Context, n int, d *E2EDetails, window time.
 	d.RouteToFirst200Churn = s.probes(ctx, s.cfg.Probes, func(k int) (time.Duration, error) {
 		return s.loop.RouteToFirst200(ctx, n, 1_000_000+k)
 	})
+	if s.loop.TCPErr() == nil {
+		d.TCPRouteToFirstConnectionChurn = s.probes(ctx, s.cfg.Probes, func(k int) (time.Duration, error) {
+			return s.loop.TCPRouteToFirstConnection(ctx, n, 1_000_000+k)
+		})
+	}
 	st := s.loop.Stream(ctx, StreamRate, window, time.Second)
 	d.StreamChurn = &st
 	e := s.res.EndToEnd[Key(n)]
 	if d.RouteToFirst200Churn.Probes > 0 {
 		e.RouteToFirst200Churn = ptr.To(d.RouteToFirst200Churn.Create)
 	}
+	if t := d.TCPRouteToFirstConnectionChurn; t != nil && t.Probes > 0 {
+		e.TCPRouteToFirstConnectionChurn = ptr.To(t.Create)
+	}
 	e.FailedRequestsChurn, e.RequestsChurn = ptr.To(st.Failed), st.Requests
 	s.res.EndToEnd[Key(n)] = e
 	s.logf("stage %d: through Envoy under churn: route → first 200 %+v; stream %+v", n, d.RouteToFirst200Churn.Create, st)
+	if t := d.TCPRouteToFirstConnectionChurn; t != nil {
+		s.logf("stage %d: through Envoy under churn: TCPRoute → first connection %+v (%d failed: %s)", n, t.Create, t.Failures, t.FirstError)
+	}
 }
 
 // StreamRate is the request rate of the stream under churn.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/testenv"
 )
 
@@ -68,6 +69,9 @@ func Rows(r *Results) []Row {
 				Value: fmt.Sprintf("%.1f×", g), Target: "linear (≤ 12×)", Met: check(g <= 12)})
 		}
 	}
+	if m := r.TranslateFullTCP; m != nil && m.Alone.Ms > 0 {
+		rows = append(rows, mixedRow(m))
+	}
 	for _, n := range sortedNs(r.TranslateIncremental) {
 		m := r.TranslateIncremental[n]
 		if m.Ms > 0 {
@@ -85,16 +89,16 @@ func Rows(r *Results) []Row {
 			rows = append(rows, row)
 		}
 	}
+	// The TCPRoute rows have the HTTPRoute rows' statistics but no
+	// target: none was set for them.
 	for _, pair := range []struct {
-		name string
-		m    map[string]Latency
-	}{{"Propagation", r.Propagation}, {"Propagation under churn", r.PropagationChurn}} {
+		name    string
+		m       map[string]Latency
+		targets bool
+	}{{"Propagation", r.Propagation, true}, {"Propagation under churn", r.PropagationChurn, true},
+		{"TCPRoute propagation", r.TCPPropagation, false}, {"TCPRoute propagation under churn", r.TCPPropagationChurn, false}} {
 		for _, n := range sortedNs(pair.m) {
-			l := pair.m[n]
-			rows = append(rows,
-				Row{Figure: pair.name + " p50 (ms)", N: n, Value: f(l.P50), Target: "≤ 20 ms", Met: check(l.P50 <= 20)},
-				Row{Figure: pair.name + " p99 (ms)", N: n, Value: f(l.P99), Target: "≤ 100 ms", Met: check(l.P99 <= 100)},
-				Row{Figure: pair.name + " max (ms)", N: n, Value: f(l.Max)})
+			rows = append(rows, latencyRows(pair.name, n, pair.m[n], pair.targets, 20, 100)...)
 		}
 	}
 	for _, n := range sortedNs(r.EndpointPropagation) {
@@ -139,16 +143,16 @@ func Rows(r *Results) []Row {
 	for _, n := range sortedNs(r.EndToEnd) {
 		e := r.EndToEnd[n]
 		for _, l := range []struct {
-			name string
-			v    *Latency
-		}{{"Route create → first 200 through Envoy", e.RouteToFirst200}, {"Route create → first 200 through Envoy, under churn", e.RouteToFirst200Churn}} {
-			if l.v == nil {
-				continue
+			name    string
+			v       *Latency
+			targets bool
+		}{{"Route create → first 200 through Envoy", e.RouteToFirst200, true},
+			{"Route create → first 200 through Envoy, under churn", e.RouteToFirst200Churn, true},
+			{"TCPRoute create → first connection through Envoy to the backend", e.TCPRouteToFirstConnection, false},
+			{"TCPRoute create → first connection through Envoy to the backend, under churn", e.TCPRouteToFirstConnectionChurn, false}} {
+			if l.v != nil {
+				rows = append(rows, latencyRows(l.name, n, *l.v, l.targets, 30, 100)...)
 			}
-			rows = append(rows,
-				Row{Figure: l.name + " p50 (ms)", N: n, Value: f(l.v.P50), Target: "≤ 30 ms", Met: check(l.v.P50 <= 30)},
-				Row{Figure: l.name + " p99 (ms)", N: n, Value: f(l.v.P99), Target: "≤ 100 ms", Met: check(l.v.P99 <= 100)},
-				Row{Figure: l.name + " max (ms)", N: n, Value: f(l.v.Max)})
 		}
 		if l := e.EndpointToNewPod; l != nil {
 			rows = append(rows, Row{Figure: "EndpointSlice change → first response from the new backend, p50 / p99 / max (ms)", N: n,
@@ -170,6 +174,47 @@ func Rows(r *Results) []Row {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// latencyRows are the p50, p99 and max rows of figure name at N n; with
+// targets, p50 is held to p50Ms and p99 to p99Ms.
+func latencyRows(name, n string, l Latency, targets bool, p50Ms, p99Ms float64) []Row {
+	rows := []Row{
+		{Figure: name + " p50 (ms)", N: n, Value: f(l.P50)},
+		{Figure: name + " p99 (ms)", N: n, Value: f(l.P99)},
+		{Figure: name + " max (ms)", N: n, Value: f(l.Max)},
+	}
+	if targets {
+		rows[0].Target, rows[0].Met = "≤ "+f(p50Ms)+" ms", check(l.P50 <= p50Ms)
+		rows[1].Target, rows[1].Met = "≤ "+f(p99Ms)+" ms", check(l.P99 <= p99Ms)
+	}
+	return rows
+}
+
+// mixedRow is the row of the translation with TCPRoutes against the
+// HTTPRoutes alone.
+func mixedRow(m *TranslateMixed) Row {
+	return Row{
+		Figure: fmt.Sprintf("Full translation, %s HTTPRoutes + %s TCPRoutes against the HTTPRoutes alone", grouped(m.HTTPRoutes), grouped(m.TCPRoutes)),
+		N:      fmt.Sprintf("%d+%d", m.HTTPRoutes, m.TCPRoutes),
+		Value: fmt.Sprintf("%s× (%s ms against %s ms; %d against %d allocs; median of %d rounds)",
+			f(m.Ratio), f(m.With.Ms), f(m.Alone.Ms), m.With.Allocs, m.Alone.Allocs, m.Rounds),
+		Target: "≤ " + f(MixMaxRatio) + "×", Met: check(m.Ratio <= MixMaxRatio),
+	}
+}
+
+// grouped writes n with thousands separated by commas.
+func grouped(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
 }
 
 func largest[T any](m map[string]T) string {
@@ -260,6 +305,10 @@ func writeMethod(p func(string, ...any), d *Details) {
 	p("- **Full translation**: in-process `testing.Benchmark` of `gen.Snapshot(N)` → `gatewayapi.Translate` →")
 	p(" `translate.TranslateAll` of its Gateways (validated, encoded, hashed Envoy resources), several Gateways at a")
 	p(" time as the controller does; the table also gives the time one Gateway after the other.\n")
+	p("- **Full translation with TCPRoutes**: the same, in one run, for `gen.Snapshot(%d)` alone and", MixHTTPRoutes)
+	p(" `gen.WithTCPRoutes(gen.Snapshot(%d), %d)` (%d more Gateways of %d TCP listeners, one TCPRoute each), %d rounds of", MixHTTPRoutes, MixTCPRoutes,
+		(MixTCPRoutes+gen.TCPListenersPerGateway-1)/gen.TCPListenersPerGateway, gen.TCPListenersPerGateway, MixRounds)
+	p(" both in alternating order; the ratio is the median of the rounds' ratios, the times the medians.\n")
 	p("- **Translation of one changed route**: the mean of the follower's `portico_translation_duration_seconds`")
 	p(" (sum/count delta) over the quiet propagation probes, each of which is two single-route changes: Gateway API")
 	p(" and xDS translation, without the hand-off to the xDS cache (`portico_xds_update_duration_seconds`, in")
@@ -270,6 +319,11 @@ func writeMethod(p func(string, ...any), d *Details) {
 	p(" client, connected over mTLS (the Gateway's client certificate) to the **follower** replica, receives a")
 	p(" resource holding that path. The route is then deleted and its removal awaited. Under churn, routes change")
 	p(" and Pods restart meanwhile.\n")
+	p("- **TCPRoute propagation**: a TCPRoute (its name unique) is created on a TCP listener of the same Gateway")
+	p(" (port %d, which has no other route: a TCP listener serves one) to the `live` Service of its namespace, the HTTP", TCPProbePort)
+	p(" probes' backend; the time until the same ADS client holds a listener on that port whose tcp_proxy filter has the")
+	p(" route's stat prefix (Portico's `tcproute_<namespace>_<name>_rule_0`) and every cluster that filter forwards to.")
+	p(" The route is then deleted and the end of that awaited. Under churn, after the allocation windows below.\n")
 	p("- **Endpoint propagation**: a Pod selected by a Service behind a route is created; from the moment the")
 	p(" suite's watch sees it Ready (kwok), until its IP is in a ClusterLoadAssignment the follower pushed. details.json")
 	p(" splits it where the suite's watch sees the EndpointSlice holding the IP: `pod_ready_to_endpointslice` (the")
@@ -284,7 +338,12 @@ func writeMethod(p func(string, ...any), d *Details) {
 	p(" change → new backend*: the slice is pointed at the other backend; until a response comes from it. *Failed requests*:")
 	p(" %d requests/s to a stable route for the churn window, under the churn (route changes, Pod restarts) and a rolling", StreamRate)
 	p(" change of the route's backend every second (the new endpoint added, then the old one removed); a request fails")
-	p(" unless a backend answers 200. *Envoy RSS*: VmRSS of the Envoy process after the quiet probes.\n")
+	p(" unless a backend answers 200. *TCPRoute create → first connection*: a TCPRoute on a TCP listener of the Gateway")
+	p(" with no other route is created, to a TCP echo the suite serves on the bridge; the time until a connection")
+	p(" through Envoy (one every %s, each with a token of its own) gets the echo's answer to its token (before, Envoy", e2ePoll)
+	p(" closes connections to a listener without a route at once); the route is then deleted and two failed connections")
+	p(" in a row awaited. A stable TCPRoute on another listener keeps the echo's cluster in Envoy, as the stable HTTP route")
+	p(" keeps the HTTP backends'. *Envoy RSS*: VmRSS of the Envoy process after the quiet probes.\n")
 	p("- **Status convergence**: 1,000 routes to a new Gateway created at once (32 concurrent creates); until")
 	p(" the Gateway's listener counts 1,000 attachedRoutes and every route is Accepted. Writes are the status")
 	p(" updates by Portico in the kube-apiserver audit log during that window. **Status floor**: the same 1,000 creates,")
@@ -319,7 +378,7 @@ func writeMethod(p func(string, ...any), d *Details) {
 	for _, k := range keys {
 		p("- %s: %v\n", k, d.Workload[k])
 	}
-	p("\n| N | grow s | sync s | probes (quiet / churn / endpoint) | delete p50 ms | proxy config kB | translations | RSS leader / follower MiB | peak RSS MiB | alloc MB/s quiet / churn / churn probes |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	p("\n| N | grow s | sync s | probes (quiet / churn / endpoint) | TCPRoute probes (quiet / churn) | delete p50 ms | proxy config kB | translations | RSS leader / follower MiB | peak RSS MiB | alloc MB/s quiet / churn / churn probes |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range sortedNs(d.Stages) {
 		st := d.Stages[n]
 		probes := func(ps *ProbeStats) string {
@@ -345,8 +404,8 @@ func writeMethod(p func(string, ...any), d *Details) {
 			}
 			return f(maxValue(m))
 		}
-		p("| %s | %s | %s | %s / %s / %s | %s | %s | %d | %s / %s | %s | %s / %s / %s |\n", n, f(st.GrowSeconds), f(st.SyncSeconds),
-			probes(st.Propagation), probes(st.Churn), probes(st.Endpoint), del, f(round(kb, 1)), st.Translations,
+		p("| %s | %s | %s | %s / %s / %s | %s / %s | %s | %s | %d | %s / %s | %s | %s / %s / %s |\n", n, f(st.GrowSeconds), f(st.SyncSeconds),
+			probes(st.Propagation), probes(st.Churn), probes(st.Endpoint), probes(st.TCPPropagation), probes(st.TCPChurn), del, f(round(kb, 1)), st.Translations,
 			f(st.Memory["leader"].RSSMiB), f(st.Memory["follower"].RSSMiB),
 			f(max(st.Memory["leader"].PeakRSSMiB, st.Memory["follower"].PeakRSSMiB)),
 			rate(st.AllocQuietMBs), rate(st.AllocChurnMBs), rate(st.AllocChurnProbesMBs))

@@ -7,8 +7,10 @@
 // BENCHMARKS.md.
 //
 // It only uses Portico's public entry points (the portico binary, its admin
-// endpoints and xDS server, gatewayapi.Translate, translate.Translate and
-// gen.Snapshot), so it keeps working while the internals change.
+// endpoints and xDS server, gatewayapi.Translate, translate.Translate,
+// gen.Snapshot and gen.WithTCPRoutes), so it keeps working while the
+// internals change; the TCPRoute probes also read the tcp_proxy stat
+// prefix Portico gives a route (tcproute.go, checked by a test).
 package bench
 
 import (
@@ -27,7 +29,8 @@ import (
 // Results is results.json, in the shape issue 6 fixes: N is a string key,
 // times are in milliseconds unless the name says otherwise. A scenario that
 // did not run (or failed) is null or missing from its map; details.json says
-// why.
+// why. Files written before a figure existed lack its key: it reads as
+// missing, and Rows leaves its rows out.
 type Results struct {
 	Machine               Machine                  `json:"machine"`
 	TranslateFull         map[string]TranslateFull `json:"translate_full"`
@@ -45,13 +48,23 @@ type Results struct {
 	BytesPerRouteChange     map[string]float64 `json:"bytes_per_route_change"` // kB
 	// EndToEnd are the figures through a real Envoy (issue 13).
 	EndToEnd map[string]EndToEnd `json:"end_to_end"`
+	// TCPPropagation and TCPPropagationChurn are Propagation's figures
+	// for a TCPRoute (tcproute.go): until the follower's ADS client holds
+	// the listener and clusters that serve it.
+	TCPPropagation      map[string]Latency `json:"tcp_propagation"`
+	TCPPropagationChurn map[string]Latency `json:"tcp_propagation_churn"`
+	// TranslateFullTCP is the full translation of 10,000 HTTPRoutes with
+	// 1,000 TCPRoutes against the HTTPRoutes alone, in one run.
+	TranslateFullTCP *TranslateMixed `json:"translate_full_tcp"`
 }
 
 // EndToEnd are one N's figures through a real Envoy connected to the
 // follower: a route's create to Envoy's first 200 for it (quiet and
 // under churn), an EndpointSlice change to the first response from the
 // new backend, the requests of a constant stream that failed while
-// routes and endpoints churned, and Envoy's RSS.
+// routes and endpoints churned, Envoy's RSS, and a TCPRoute's create to
+// the first connection through Envoy that reaches its backend (quiet and
+// under churn).
 type EndToEnd struct {
 	RouteToFirst200      *Latency `json:"route_to_first_200"`
 	RouteToFirst200Churn *Latency `json:"route_to_first_200_churn"`
@@ -59,6 +72,10 @@ type EndToEnd struct {
 	FailedRequestsChurn  *int64   `json:"failed_requests_churn"`
 	RequestsChurn        int64    `json:"requests_churn"`
 	EnvoyRSSMiB          float64  `json:"envoy_rss_mib"`
+	// TCPRouteToFirstConnection[Churn]: nil when not measured, and in
+	// files from before TCPRoutes.
+	TCPRouteToFirstConnection      *Latency `json:"tcp_route_to_first_connection"`
+	TCPRouteToFirstConnectionChurn *Latency `json:"tcp_route_to_first_connection_churn"`
 }
 
 // NewResults returns Results with every map present (empty maps encode as
@@ -69,6 +86,8 @@ func NewResults() *Results {
 		TranslateIncremental: map[string]Millis{},
 		Propagation:          map[string]Latency{},
 		PropagationChurn:     map[string]Latency{},
+		TCPPropagation:       map[string]Latency{},
+		TCPPropagationChurn:  map[string]Latency{},
 		EndpointPropagation:  map[string]Percentiles{},
 		Memory:               map[string]Memory{},
 		BytesPerRouteChange:  map[string]float64{},
@@ -103,6 +122,21 @@ type TranslateFull struct {
 	Ms           float64 `json:"ms"`
 	Allocs       int64   `json:"allocs"`
 	SequentialMs float64 `json:"sequential_ms,omitempty"`
+}
+
+// TranslateMixed compares, in one run, the full translation of
+// HTTPRoutes HTTPRoutes with TCPRoutes TCPRoutes added (gen.WithTCPRoutes)
+// against the HTTPRoutes alone (FullTranslationWithTCP). Alone and With
+// are the medians over Rounds; Ratio is the median of the rounds' ratios
+// (RoundRatios, With / Alone of the same round).
+type TranslateMixed struct {
+	HTTPRoutes  int           `json:"http_routes"`
+	TCPRoutes   int           `json:"tcp_routes"`
+	Alone       TranslateFull `json:"alone"`
+	With        TranslateFull `json:"with_tcp"`
+	Ratio       float64       `json:"ratio"`
+	RoundRatios []float64     `json:"round_ratios"`
+	Rounds      int           `json:"rounds"`
 }
 
 // Millis is a single duration in milliseconds. InProcessMs, of

@@ -97,6 +97,10 @@ type Stage struct {
 	ChurnOnlySeconds float64            `json:"churn_only_seconds"`
 	ChurnOnlyActions map[string]int64   `json:"churn_only_actions"`
 	EndToEnd         *E2EDetails        `json:"end_to_end,omitempty"`
+	// TCPPropagation and TCPChurn: TCPRoute probes (tcproute.go), quiet
+	// and under churn.
+	TCPPropagation *ProbeStats `json:"tcp_propagation,omitempty"`
+	TCPChurn       *ProbeStats `json:"tcp_propagation_churn,omitempty"`
 }
 
 // ProbeStats summarise a batch of probes.
@@ -221,6 +225,16 @@ func Run(ctx context.Context, cfg Config) (*Results, *Details, error) {
 			s.res.TranslateIncremental[Key(n)] = m
 		}
 		s.phase("translate_full", t)
+		t = time.Now()
+		mix, err := FullTranslationWithTCP(MixHTTPRoutes, MixTCPRoutes, MixRounds)
+		if err != nil {
+			s.fail(fmt.Sprintf("full translation of %d HTTPRoutes with %d TCPRoutes", MixHTTPRoutes, MixTCPRoutes), err)
+		} else {
+			s.res.TranslateFullTCP = mix
+			s.logf("full translation of %d HTTPRoutes: %.2f ms alone, %.2f ms with %d TCPRoutes: %.3f× (rounds %v)",
+				MixHTTPRoutes, mix.Alone.Ms, mix.With.Ms, MixTCPRoutes, mix.Ratio, mix.RoundRatios)
+		}
+		s.phase("translate_full_tcp", t)
 	}
 	if cfg.SkipCluster {
 		return s.res, s.det, nil
@@ -328,6 +342,9 @@ func (s *suite) startLoop(ctx context.Context, logs string) {
 		return
 	}
 	s.logf("envoy in the loop: LIVE, serving %s/%s", InfraNamespace, ProbeGateway)
+	if err := s.loop.TCPErr(); err != nil {
+		s.fail("envoy in the loop: TCPRoutes (TCP end-to-end figures skipped)", err)
+	}
 }
 
 func (s *suite) waitReady(ctx context.Context, r *Replica) error {

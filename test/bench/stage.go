@@ -92,6 +92,14 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 	s.logf("stage %d: propagation %+v; %d follower translations, mean %.2f ms (+ %.2f ms to the xDS cache); pushed per route change %+v kB",
 		n, st.Propagation.Create, st.Translations, st.TranslateMeanMs, st.XDSUpdateMeanMs, st.BytesCreateKB)
 
+	// 2c. TCPRoute propagation, quiet: after the HTTP probes' windows, so
+	// that their translation and allocation figures stay theirs.
+	st.TCPPropagation = s.tcpRouteProbes(ctx, a, n, 0)
+	if st.TCPPropagation.Probes > 0 {
+		s.res.TCPPropagation[Key(n)] = st.TCPPropagation.Create
+	}
+	s.logf("stage %d: TCPRoute propagation %+v (%d failed: %s)", n, st.TCPPropagation.Create, st.TCPPropagation.Failures, st.TCPPropagation.FirstError)
+
 	// 5. Memory at N, after the quiet probes.
 	st.Memory = s.memory(ctx, n)
 	var top ReplicaMemory
@@ -143,6 +151,13 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 		st.ChurnOnlyActions[k] -= v
 	}
 	s.saveProfiles(ctx, "allocs", fmt.Sprintf("allocs-%d-churn-end", n))
+	// TCPRoute propagation under the same churn, after the allocation
+	// windows (like the probes through Envoy).
+	st.TCPChurn = s.tcpRouteProbes(ctx, a, n, 1_000_000)
+	if st.TCPChurn.Probes > 0 {
+		s.res.TCPPropagationChurn[Key(n)] = st.TCPChurn.Create
+	}
+	s.logf("stage %d: TCPRoute propagation under churn %+v (%d failed: %s)", n, st.TCPChurn.Create, st.TCPChurn.Failures, st.TCPChurn.FirstError)
 	// Through Envoy under the same churn, after the allocation windows.
 	if s.loop != nil && st.EndToEnd != nil {
 		s.e2eChurn(ctx, n, st.EndToEnd, window)
@@ -169,12 +184,21 @@ func maxValue(m map[string]float64) float64 {
 
 // routeProbes runs up to cfg.Probes route probes, numbered from offset.
 func (s *suite) routeProbes(ctx context.Context, a *ADS, n, offset int, quiet bool, bc, bd *[]float64) *ProbeStats {
+	return s.createDeleteProbes(ctx, func(k int) (RouteProbe, error) {
+		return ProbeRouteOnce(ctx, s.cl.Client, a, n, offset+k, quiet)
+	}, bc, bd)
+}
+
+// createDeleteProbes runs up to cfg.Probes probes of f (k from 0) within
+// the probe budget, stopping after three failures in a row; Create and
+// Delete hold the latencies, bc and bd (when not nil) collect the bytes.
+func (s *suite) createDeleteProbes(ctx context.Context, f func(k int) (RouteProbe, error), bc, bd *[]float64) *ProbeStats {
 	ps := &ProbeStats{}
 	var creates, deletes Durations
 	start := time.Now()
 	fails := 0
 	for k := 0; k < s.cfg.Probes && time.Since(start) < s.cfg.ProbeBudget && ctx.Err() == nil; k++ {
-		p, err := ProbeRouteOnce(ctx, s.cl.Client, a, n, offset+k, quiet)
+		p, err := f(k)
 		if err != nil {
 			ps.Failures++
 			if ps.FirstError == "" {

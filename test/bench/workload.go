@@ -157,7 +157,8 @@ func kwokPod(labels map[string]string) corev1.PodTemplateSpec {
 }
 
 // Base creates what every stage needs: namespaces, the GatewayClass with
-// its ProxyConfig, the Gateways, and per route namespace a "live" Service
+// its ProxyConfig, the Gateways (the probe Gateway with TCP listeners too,
+// ProbeGatewayObject), and per route namespace a "live" Service
 // backed by a Deployment of LiveReplicas kwok Pods.
 func Base(ctx context.Context, c client.Client) error {
 	create := func(o client.Object) error {
@@ -192,8 +193,12 @@ func Base(ctx context.Context, c client.Client) error {
 			},
 		},
 	}
+	// The probe Gateway (with the TCP listeners of the TCPRoute probes)
+	// is written after the others, replacing an older spec.
 	for g := range Gateways {
-		objs = append(objs, Gateway(GatewayName(g)))
+		if GatewayName(g) != ProbeGateway {
+			objs = append(objs, Gateway(GatewayName(g)))
+		}
 	}
 	for k := range RouteNS {
 		ns := RouteNamespace(k)
@@ -230,6 +235,9 @@ func Base(ctx context.Context, c client.Client) error {
 		if err := create(o); err != nil {
 			return err
 		}
+	}
+	if err := upsertGateway(ctx, c, ProbeGatewayObject()); err != nil {
+		return fmt.Errorf("writing the probe Gateway %s: %w", ProbeGateway, err)
 	}
 	return nil
 }

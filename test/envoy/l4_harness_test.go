@@ -11,28 +11,18 @@ package envoy
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"math/big"
 	"net"
-	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/testenv"
@@ -78,44 +68,11 @@ func newL4Stack(t *testing.T) *l4Stack {
 	return s
 }
 
-// inNamespace runs f on a thread that has entered the stack's network
-// namespace: the sockets f makes stay in it.
-func inNamespace[T any](ns *testenv.Netns, f func() (T, error)) (T, error) {
-	var zero T
-	target, err := os.Open("/run/netns/" + ns.Name)
-	if err != nil {
-		return zero, err
-	}
-	defer target.Close()
-	runtime.LockOSThread()
-	self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-	if err != nil {
-		runtime.UnlockOSThread()
-		return zero, err
-	}
-	defer self.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return zero, fmt.Errorf("setns %s: %w", ns.Name, err)
-	}
-	v, err := f()
-	if rerr := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); rerr != nil {
-		// The thread stays locked and ends with its goroutine rather than
-		// run others in the wrong namespace.
-		if c, ok := any(v).(io.Closer); ok && err == nil {
-			c.Close()
-		}
-		return zero, fmt.Errorf("setns back: %w", rerr)
-	}
-	runtime.UnlockOSThread()
-	return v, err
-}
-
 // listen opens a TCP listener on 127.0.0.1 (a free port) in the
 // namespace, closed when the test ends.
 func (s *l4Stack) listen(network string) net.Listener {
 	s.t.Helper()
-	l, err := inNamespace(s.ns, func() (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") })
+	l, err := testenv.InNetns(s.ns, func() (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") })
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -127,7 +84,7 @@ func (s *l4Stack) listen(network string) net.Listener {
 // namespace, closed when the test ends.
 func (s *l4Stack) listenPacket() net.PacketConn {
 	s.t.Helper()
-	c, err := inNamespace(s.ns, func() (net.PacketConn, error) { return net.ListenPacket("udp", "127.0.0.1:0") })
+	c, err := testenv.InNetns(s.ns, func() (net.PacketConn, error) { return net.ListenPacket("udp", "127.0.0.1:0") })
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -343,39 +300,15 @@ type cert struct {
 
 func selfSigned(t *testing.T, names ...string) cert {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := testenv.SelfSignedCert(names...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(math.MaxInt64))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: names[0]},
-		DNSNames:     names,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cert{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk}),
-	}
+	c := cert{certPEM: certPEM, keyPEM: keyPEM}
 	if c.tls, err = tls.X509KeyPair(c.certPEM, c.keyPEM); err != nil {
 		t.Fatal(err)
 	}
-	if c.leaf, err = x509.ParseCertificate(der); err != nil {
+	if c.leaf, err = x509.ParseCertificate(c.tls.Certificate[0]); err != nil {
 		t.Fatal(err)
 	}
 	return c

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/testenv"
 )
 
 const (
@@ -297,7 +298,7 @@ func TestTCPWeighted(t *testing.T) {
 // reply and its source; it resends a few times (a datagram may be sent
 // before Envoy is ready), on the same socket and so in the same session.
 func (s *l4Stack) udpExchange(port int, msg string, tries int) (string, net.Addr, error) {
-	c, err := inNamespace(s.ns, func() (net.PacketConn, error) { return net.ListenPacket("udp", "127.0.0.1:0") })
+	c, err := testenv.InNetns(s.ns, func() (net.PacketConn, error) { return net.ListenPacket("udp", "127.0.0.1:0") })
 	if err != nil {
 		return "", nil, err
 	}
@@ -363,7 +364,7 @@ func TestUDPForwarding(t *testing.T) {
 	checkShare(t, "sessions of backend b", got["b"], n, 0.5)
 
 	const noRoute = "udp.udproute_default_dropped_rule_0.downstream_sess_no_route"
-	c, err := inNamespace(s.ns, func() (net.PacketConn, error) { return net.ListenPacket("udp", "127.0.0.1:0") })
+	c, err := testenv.InNetns(s.ns, func() (net.PacketConn, error) { return net.ListenPacket("udp", "127.0.0.1:0") })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -258,15 +258,27 @@ func mustCreate(t *testing.T, f func() error) {
 // netnsOf is the network namespace of a running Pod.
 func netnsOf(t *testing.T, dp *DataPlane, ns, pod string) string {
 	t.Helper()
-	dp.mu.Lock()
-	defer dp.mu.Unlock()
-	for _, r := range dp.running {
-		if r.pod.Namespace == ns && r.pod.Name == pod && r.netns != nil {
-			return r.netns.Name
-		}
+	name, ok := podNetns(dp, ns, pod)
+	if !ok {
+		t.Fatalf("Pod %s/%s is not running", ns, pod)
 	}
-	t.Fatalf("Pod %s/%s is not running", ns, pod)
-	return ""
+	return name
+}
+
+// startEchoDataPlane starts an API server and a data plane running the
+// conformance suite's echo server (whose binary it returns too), closed
+// when the test ends.
+func startEchoDataPlane(t *testing.T) (*DataPlane, kubernetes.Interface, string) {
+	t.Helper()
+	testenv.RequireNetns(t)
+	echo := testenv.RequireEcho(t)
+	cfg, _ := testenv.StartAPIServer(t)
+	dp, err := New(Options{Config: cfg, Runtimes: []Runtime{EchoBasic(echo)}, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dp.Close() })
+	return dp, kubernetes.NewForConfigOrDie(cfg), echo
 }
 
 func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {

@@ -12,10 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-
-	"github.com/portico-dev/portico/internal/testenv"
 )
 
 // TestKubeletPods: for Pods annotated KubeletAnnotation the data plane
@@ -25,16 +22,8 @@ import (
 // and the data plane deletes it once its containers stopped, before the
 // grace period ends.
 func TestKubeletPods(t *testing.T) {
-	testenv.RequireNetns(t)
-	echo := testenv.RequireEcho(t)
-	cfg, _ := testenv.StartAPIServer(t)
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	_, cs, _ := startEchoDataPlane(t)
 	ctx := context.Background()
-	dp, err := New(Options{Config: cfg, Runtimes: []Runtime{EchoBasic(echo)}, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dp.Close() })
 
 	const ns = "default"
 	ips := map[string]string{"echo-a": "10.244.1.5", "echo-b": "10.244.1.6"}

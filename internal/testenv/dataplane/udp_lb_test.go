@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/portico-dev/portico/internal/testenv"
@@ -28,16 +27,8 @@ import (
 // stops being Ready (it still runs) gets no new session and its sessions
 // move; a Service with UDP ports only gets an address too.
 func TestUDPLoadBalancer(t *testing.T) {
-	testenv.RequireNetns(t)
-	echo := testenv.RequireEcho(t)
-	cfg, _ := testenv.StartAPIServer(t)
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	dp, cs, echo := startEchoDataPlane(t)
 	ctx := context.Background()
-	dp, err := New(Options{Config: cfg, Runtimes: []Runtime{EchoBasic(echo)}, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dp.Close() })
 
 	const ns = "default"
 	ips := map[string]string{"udp-a": "10.244.3.5", "udp-b": "10.244.3.6"}
@@ -121,6 +112,7 @@ func TestUDPLoadBalancer(t *testing.T) {
 	first := newUDPSocket(t)
 	var pod string
 	eventually(t, 30*time.Second, "an answer through the load balancer", func() error {
+		var err error
 		pod, err = askEcho(first, lb, "hello")
 		return err
 	})
