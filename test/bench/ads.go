@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -273,12 +274,15 @@ func (a *ADS) Track(marker string) *Track {
 func (a *ADS) Untrack(t *Track) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for i, x := range a.tracks {
-		if x == t {
-			a.tracks = append(a.tracks[:i], a.tracks[i+1:]...)
-			return
-		}
+	a.tracks = removeFirst(a.tracks, t)
+}
+
+// removeFirst removes the first x from list, if there.
+func removeFirst[T comparable](list []T, x T) []T {
+	if i := slices.Index(list, x); i >= 0 {
+		return slices.Delete(list, i, i+1)
 	}
+	return list
 }
 
 func (t *Track) contains(r *discoveryv3.Resource) bool {
@@ -373,12 +377,7 @@ func (a *ADS) Cond(pred func(state map[string]map[string]*discoveryv3.Resource) 
 func (a *ADS) RemoveCond(c *Cond) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for i, x := range a.conds {
-		if x == c {
-			a.conds = append(a.conds[:i], a.conds[i+1:]...)
-			return
-		}
-	}
+	a.conds = removeFirst(a.conds, c)
 }
 
 // Holds reports whether c holds now.
