@@ -302,22 +302,37 @@ func coveringHostnames(host string) []string {
 // routes, which translations share through the cache, are only read.
 func placeRoutes(host string, byHost map[string][]*attachment) []placedRoute {
 	var out []placedRoute
+	// A route is met twice only when an attachment of it has several
+	// effective hostnames covering host (it is then in several lists), or
+	// when it is attached to the listener twice (two parentRefs): such
+	// attachments are adjacent in a list, which is in translation order
+	// (route, then parent). The set of routes placed is needed in the
+	// first case only; the second is an adjacent repeat.
+	multi := false
+	coveringLists(host, byHost, func(_ string, atts []*attachment, _ hostRank) {
+		for _, a := range atts {
+			if len(a.hostnames) > 1 {
+				multi = true
+				return
+			}
+		}
+	})
 	var placed map[*compiledRoute]struct{}
+	if multi {
+		placed = map[*compiledRoute]struct{}{}
+	}
 	// Covering hostnames come most specific first: the first time a route
 	// is met gives the rank of its most specific matching hostname.
-	lists := 0
 	coveringLists(host, byHost, func(h string, atts []*attachment, rank hostRank) {
-		lists++
+		var last *routeState
 		for _, a := range atts {
+			if a.route == last {
+				continue
+			}
+			last = a.route
 			origin := originRank(a, h)
 			for _, cr := range a.route.rules.routes {
-				if lists > 1 || len(atts) > 1 {
-					if placed == nil {
-						placed = make(map[*compiledRoute]struct{}, len(out)+len(a.route.rules.routes))
-						for _, p := range out {
-							placed[p.cr] = struct{}{}
-						}
-					}
+				if placed != nil {
 					if _, ok := placed[cr]; ok {
 						continue
 					}
