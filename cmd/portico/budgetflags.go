@@ -16,7 +16,7 @@ type budgetFlags struct {
 func addBudgetFlags(fs *flag.FlagSet) budgetFlags {
 	return budgetFlags{
 		route: fs.Int("max-route-expansion", gatewayapi.DefaultMaxRouteExpansion,
-			"most Envoy routes one HTTPRoute or GRPCRoute may expand into (its matches × the hostnames of every listener it attaches to); a route over it is refused (Accepted=False); negative: no limit"),
+			"most Envoy routes one HTTP or gRPC route may expand into (its matches × the hostnames of every listener it attaches to); a route over it is refused (Accepted=False); negative: no limit"),
 		gateway: fs.Int("max-gateway-expansion", gatewayapi.DefaultMaxGatewayExpansion,
 			"most Envoy routes the routes of one Gateway may expand into together, admitted oldest first; a newer route that does not fit is refused; negative: no limit"),
 	}

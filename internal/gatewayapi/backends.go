@@ -28,9 +28,9 @@ type clusterRef struct {
 	class           backendClass
 }
 
-// backendClass is how a kind of route uses its backends: HTTP (HTTPRoute,
-// GRPCRoute: the port's appProtocol matters), TCP (TLSRoute, TCPRoute:
-// bytes forwarded as they are) or UDP (UDPRoute: the Service's UDP port).
+// backendClass is how a kind of route uses its backends (its entry's
+// upstream, kinds.go): HTTP (the port's appProtocol matters), TCP (bytes
+// forwarded as they are) or UDP (the Service's UDP port).
 type backendClass uint8
 
 const (
@@ -38,16 +38,6 @@ const (
 	backendTCP
 	backendUDP
 )
-
-func backendClassOf(kind resource.Kind) backendClass {
-	switch kind {
-	case resource.KindTLSRoute, resource.KindTCPRoute:
-		return backendTCP
-	case resource.KindUDPRoute:
-		return backendUDP
-	}
-	return backendHTTP
-}
 
 // clusterDef is one port of one Service that routes refer to.
 type clusterDef struct {
@@ -80,7 +70,7 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 		return nil, &problem{string(gwv1.RouteReasonBackendNotFound), fmt.Sprintf("backend Service %s has no port; port is required for Services", b.ID())}
 	}
 	port := b.Port
-	class := backendClassOf(rs.kind)
+	class := routeKinds[rs.kind].upstream
 	// The common case, without building strings.
 	if def, ok := t.clusterByRef[clusterRef{ns, name, port, class}]; ok {
 		return def, nil

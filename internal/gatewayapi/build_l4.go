@@ -56,9 +56,9 @@ func l4Before(a, b *attachment, h string) bool {
 
 // l4Route returns the TCP route of a winning attachment (none: connections
 // closed) and counts its clusters in the assembly under key.
-func (b *irBuilder) l4Route(key vhostKey, port uint32, a *attachment) *ir.TCPRoute {
+func (b *irBuilder) l4Route(key vhostKey, port uint32, a *attachment) *ir.TCPForward {
 	if a == nil {
-		return &ir.TCPRoute{Name: key.rc + "/none"}
+		return &ir.TCPForward{Name: key.rc + "/none"}
 	}
 	r := a.route.rules.l4
 	b.newVhosts[key] = &vhostMemo{port: port, uses: r.uses()}
@@ -111,5 +111,5 @@ func (b *irBuilder) udpListener(port int32, l *listener) *ir.Listener {
 	name := portName("udp", port)
 	_, win := l4Winners(l)
 	r := b.l4Route(vhostKey{name, ""}, uint32(port), win[""])
-	return &ir.Listener{Name: name, Port: uint32(port), Protocol: ir.ProtocolUDP, UDP: &ir.UDPRoute{Name: r.Name, Backends: r.Backends}}
+	return &ir.Listener{Name: name, Port: uint32(port), Protocol: ir.ProtocolUDP, UDP: &ir.UDPForward{Name: r.Name, Backends: r.Backends}}
 }

@@ -5,6 +5,8 @@ import (
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/features"
+
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 // supportedFeatures are the Gateway API conformance features Portico
@@ -19,51 +21,34 @@ import (
 //   - HTTPRouteCORS: the CORS filter is refused like other unknown filters.
 //   - BackendTLSPolicy and the frontend client-certificate features: not
 //     implemented yet.
-var supportedFeatures = sortedFeatures(
+//
+// The features of a kind of route are its entry's (kinds.go); those of
+// gatewayFeatures are the Gateway's and the other kinds'. supportedFeatures
+// is set once the kinds are registered (init, kinds.go).
+var supportedFeatures []gwv1.FeatureName
+
+var gatewayFeatures = []features.FeatureName{
 	features.SupportGateway,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayInfrastructure,
 	features.SupportGatewayPort8080,
 	features.SupportGatewayRouteHostnameIntersectionPrecedence,
-	features.SupportGRPCRoute,
-	features.SupportGRPCRouteNamedRouteRule,
-	features.SupportGRPCRouteRequestHeaderModifier,
-	features.SupportHTTPRoute,
-	features.SupportHTTPRoute303RedirectStatusCode,
-	features.SupportHTTPRoute307RedirectStatusCode,
-	features.SupportHTTPRoute308RedirectStatusCode,
-	features.SupportHTTPRouteBackendProtocolH2C,
-	features.SupportHTTPRouteBackendProtocolWebSocket,
-	features.SupportHTTPRouteBackendTimeout,
-	features.SupportHTTPRouteDestinationPortMatching,
-	features.SupportHTTPRouteHostRewrite,
-	features.SupportHTTPRouteMethodMatching,
-	features.SupportHTTPRouteNamedRouteRule,
-	features.SupportHTTPRouteParentRefPort,
-	features.SupportHTTPRoutePathRedirect,
-	features.SupportHTTPRoutePathRewrite,
-	features.SupportHTTPRoutePortRedirect,
-	features.SupportHTTPRouteQueryParamMatching,
-	features.SupportHTTPRouteRequestMirror,
-	features.SupportHTTPRouteRequestMultipleMirrors,
-	features.SupportHTTPRouteRequestPercentageMirror,
-	features.SupportHTTPRouteRequestTimeout,
-	features.SupportHTTPRouteResponseHeaderModification,
-	features.SupportHTTPRouteRetryCodes,
-	features.SupportHTTPRouteRetryConnectionError,
-	features.SupportHTTPRouteSchemeRedirect,
 	features.SupportListenerSet,
 	features.SupportReferenceGrant,
-	features.SupportTCPRoute,
-	features.SupportTLSRoute,
-	features.SupportTLSRouteModeMixed,
-	features.SupportTLSRouteModeTerminate,
-	features.SupportUDPRoute,
-)
+}
 
-func sortedFeatures(names ...features.FeatureName) []gwv1.FeatureName {
-	out := make([]gwv1.FeatureName, 0, len(names))
-	for _, n := range names {
+// routeKindFeatures are the features of the kinds of route.
+func routeKindFeatures() []features.FeatureName {
+	var out []features.FeatureName
+	for _, k := range resource.RouteKinds {
+		out = append(out, routeKinds[k].features...)
+	}
+	return out
+}
+
+func sortedFeatures(kinds []features.FeatureName, names ...features.FeatureName) []gwv1.FeatureName {
+	out := make([]gwv1.FeatureName, 0, len(kinds)+len(names))
+	for _, n := range append(kinds, names...) {
 		out = append(out, gwv1.FeatureName(n))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })

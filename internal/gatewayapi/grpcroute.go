@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 // compileGRPCRoute translates the rules of a GRPCRoute. A GRPCRoute
@@ -202,4 +204,19 @@ func printableASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// grpcRouteKind registers GRPCRoutes (kinds.go).
+var grpcRouteKind = routeKind{
+	kind:      resource.KindGRPCRoute,
+	protocols: []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType},
+	vhosts:    true,
+	grpc:      true,
+	upstream:  backendHTTP,
+	features: []features.FeatureName{
+		features.SupportGRPCRoute,
+		features.SupportGRPCRouteNamedRouteRule,
+		features.SupportGRPCRouteRequestHeaderModifier,
+	},
+	compile: func(t *translator, rs *routeState, obj any) { t.compileGRPCRoute(rs, obj.(*gwv1.GRPCRoute).Spec.Rules) },
 }

@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
 
 	"github.com/portico-dev/portico/internal/ir"
+	"github.com/portico-dev/portico/internal/resource"
 )
 
 // compiledRoute is one match of one valid rule, ready to be placed in
@@ -342,4 +344,39 @@ func stringMatch(name, value string, typ *string, what string) (ir.StringMatch, 
 		return sm, unsupported("%s match type %q is not supported", what, t)
 	}
 	return sm, nil
+}
+
+// httpRouteKind registers HTTPRoutes (kinds.go).
+var httpRouteKind = routeKind{
+	kind:      resource.KindHTTPRoute,
+	protocols: []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType},
+	vhosts:    true,
+	upstream:  backendHTTP,
+	features: []features.FeatureName{
+		features.SupportHTTPRoute,
+		features.SupportHTTPRoute303RedirectStatusCode,
+		features.SupportHTTPRoute307RedirectStatusCode,
+		features.SupportHTTPRoute308RedirectStatusCode,
+		features.SupportHTTPRouteBackendProtocolH2C,
+		features.SupportHTTPRouteBackendProtocolWebSocket,
+		features.SupportHTTPRouteBackendTimeout,
+		features.SupportHTTPRouteDestinationPortMatching,
+		features.SupportHTTPRouteHostRewrite,
+		features.SupportHTTPRouteMethodMatching,
+		features.SupportHTTPRouteNamedRouteRule,
+		features.SupportHTTPRouteParentRefPort,
+		features.SupportHTTPRoutePathRedirect,
+		features.SupportHTTPRoutePathRewrite,
+		features.SupportHTTPRoutePortRedirect,
+		features.SupportHTTPRouteQueryParamMatching,
+		features.SupportHTTPRouteRequestMirror,
+		features.SupportHTTPRouteRequestMultipleMirrors,
+		features.SupportHTTPRouteRequestPercentageMirror,
+		features.SupportHTTPRouteRequestTimeout,
+		features.SupportHTTPRouteResponseHeaderModification,
+		features.SupportHTTPRouteRetryCodes,
+		features.SupportHTTPRouteRetryConnectionError,
+		features.SupportHTTPRouteSchemeRedirect,
+	},
+	compile: func(t *translator, rs *routeState, obj any) { t.compileHTTPRoute(rs, obj.(*gwv1.HTTPRoute).Spec.Rules) },
 }

@@ -5,87 +5,69 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
 
 	"github.com/portico-dev/portico/internal/gatewayapi/inputs"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
-// A kind of route is registered here, once: its entry says which listener
-// protocols it attaches to by default and how to read one object of it;
-// its semantics (compiling its rules) are one file of their own
-// (httproute.go, grpcroute.go, tlsroute.go, tcproute.go, udproute.go;
-// the last three share l4.go). Everything else (attachment, status,
-// budgets, virtual hosts, the incremental engine, the status writer) is
-// kind-agnostic. resource.RouteKinds registers it for the layers below
-// (snapshot, provider, writer) and gives the order in which translations
-// take the kinds.
-var routeKinds = map[resource.Kind]routeKind{
-	resource.KindHTTPRoute: {
-		protocols: []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType},
-		read: func(in *inputs.Reader, k resource.Key) (routeSource, bool) {
-			r := in.HTTPRoute(k)
-			if r == nil {
-				return routeSource{}, false
-			}
-			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r}, true
-		},
-		compile: func(t *translator, rs *routeState, obj any) { t.compileHTTPRoute(rs, obj.(*gwv1.HTTPRoute).Spec.Rules) },
-	},
-	resource.KindGRPCRoute: {
-		protocols: []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType},
-		read: func(in *inputs.Reader, k resource.Key) (routeSource, bool) {
-			r := in.GRPCRoute(k)
-			if r == nil {
-				return routeSource{}, false
-			}
-			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r}, true
-		},
-		compile: func(t *translator, rs *routeState, obj any) { t.compileGRPCRoute(rs, obj.(*gwv1.GRPCRoute).Spec.Rules) },
-	},
-	resource.KindTLSRoute: {
-		protocols: []gwv1.ProtocolType{gwv1.TLSProtocolType},
-		read: func(in *inputs.Reader, k resource.Key) (routeSource, bool) {
-			r := in.TLSRoute(k)
-			if r == nil {
-				return routeSource{}, false
-			}
-			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r}, true
-		},
-		compile: func(t *translator, rs *routeState, obj any) { t.compileTLSRoute(rs, obj.(*gwv1.TLSRoute).Spec.Rules) },
-	},
-	resource.KindTCPRoute: {
-		protocols: []gwv1.ProtocolType{gwv1.TCPProtocolType},
-		read: func(in *inputs.Reader, k resource.Key) (routeSource, bool) {
-			r := in.TCPRoute(k)
-			if r == nil {
-				return routeSource{}, false
-			}
-			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, nil, r}, true
-		},
-		compile: func(t *translator, rs *routeState, obj any) { t.compileTCPRoute(rs, obj.(*gwv1.TCPRoute).Spec.Rules) },
-	},
-	resource.KindUDPRoute: {
-		protocols: []gwv1.ProtocolType{gwv1.UDPProtocolType},
-		read: func(in *inputs.Reader, k resource.Key) (routeSource, bool) {
-			r := in.UDPRoute(k)
-			if r == nil {
-				return routeSource{}, false
-			}
-			return routeSource{&r.ObjectMeta, r.Spec.CommonRouteSpec, nil, r}, true
-		},
-		compile: func(t *translator, rs *routeState, obj any) { t.compileUDPRoute(rs, obj.(*gwv1.UDPRoute).Spec.Rules) },
-	},
+// A kind of route is registered here, once: routeKinds lists the entry
+// that its semantic file declares (httproute.go, grpcroute.go,
+// tlsroute.go, tcproute.go, udproute.go; the last three share l4.go): the
+// listener protocols it attaches to by default, how its backends are
+// used, the features it brings and its compile function. Everything else
+// (attachment, status, budgets, virtual hosts, the incremental engine, the
+// status writer) is kind-agnostic; reading one route is too, through the
+// kind's resource.Descriptor (the layers below: snapshot, loader,
+// provider, writer), whose order (resource.RouteKinds) is the order in
+// which translations take the kinds.
+var routeKinds [256]*routeKind
+
+// init registers the kinds of route, and then the features they bring:
+// in init, not in routeKinds's initializer, because compile functions
+// reach routeKinds (an initialization cycle).
+func init() {
+	routeKinds = registerRouteKinds(&httpRouteKind, &grpcRouteKind, &tlsRouteKind, &tcpRouteKind, &udpRouteKind)
+	supportedFeatures = sortedFeatures(routeKindFeatures(), gatewayFeatures...)
 }
 
 // routeKind is what the kind-agnostic semantics need of a kind of route.
 type routeKind struct {
+	kind resource.Kind
 	// protocols are the listener protocols whose allowedRoutes.kinds
 	// default to this kind.
 	protocols []gwv1.ProtocolType
-	// read returns the route of key k through in (false when none).
-	read func(in *inputs.Reader, k resource.Key) (routeSource, bool)
+	// vhosts: the kind's routes are placed in virtual hosts by hostname
+	// (HTTP listeners). Routes of two such kinds whose hostnames intersect
+	// may not share a listener (resolveKindCollisions).
+	vhosts bool
+	// grpc: the kind's matches take gRPC precedence and its backends
+	// speak HTTP/2.
+	grpc bool
+	// upstream is how the kind's routes use their backends.
+	upstream backendClass
+	// features are the conformance features the kind brings (features.go).
+	features []features.FeatureName
 	// compile compiles the rules of obj, the object read, into rs.rules.
 	compile func(t *translator, rs *routeState, obj any)
+}
+
+// read returns the route of key k through in (false when none).
+func (rk *routeKind) read(in *inputs.Reader, k resource.Key) (routeSource, bool) {
+	obj, v, ok := in.Route(resource.Ref{Kind: rk.kind, Key: k})
+	if !ok {
+		return routeSource{}, false
+	}
+	return routeSource{v.Meta, *v.Spec, v.Hostnames, obj}, true
+}
+
+// registerRouteKinds indexes the entries by kind. Every kind of
+// resource.RouteKinds has one (TestEveryRouteKindHasSemantics).
+func registerRouteKinds(list ...*routeKind) (out [256]*routeKind) {
+	for _, rk := range list {
+		out[rk.kind] = rk
+	}
+	return out
 }
 
 // routeSource is one route as the kind-agnostic semantics see it.
@@ -133,6 +115,18 @@ func defaultRouteKinds(p gwv1.ProtocolType) []resource.Kind {
 		}
 	}
 	return out
+}
+
+// mixedVhostKinds reports whether counts (attachments by kindIndex) hold
+// routes of two kinds placed in virtual hosts.
+func mixedVhostKinds(counts [maxRouteKinds]int) bool {
+	n := 0
+	for i, k := range resource.RouteKinds {
+		if counts[i] > 0 && routeKinds[k].vhosts {
+			n++
+		}
+	}
+	return n > 1
 }
 
 // kindNames joins the names of kinds with ", ".

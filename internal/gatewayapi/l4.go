@@ -60,8 +60,8 @@ func (t *translator) compileL4(rs *routeState, rules [][]gwv1.BackendRef) {
 }
 
 // l4Route is the IR of an l4Rule.
-func (r *l4Rule) tcpRoute() *ir.TCPRoute {
-	return &ir.TCPRoute{Name: r.name, Backends: r.backends}
+func (r *l4Rule) tcpRoute() *ir.TCPForward {
+	return &ir.TCPForward{Name: r.name, Backends: r.backends}
 }
 
 // l4Uses are the cluster uses of an l4Rule, for the IR's cluster counts.

@@ -420,7 +420,7 @@ func listenerConditions(l *listener, gen int64) *conditions {
 	switch {
 	case l.conflict != "":
 		// The conformance suite (ListenerSetHostnameConflict,
-		// ListenerSetProtocolConflict, TLSRouteListenerMixedTermination...)
+		// ListenerSetProtocolConflict, mixed TLS termination modes...)
 		// expects the conflict reason on Accepted and Programmed.
 		msg := conflictMessage(l)
 		c.set(string(gwv1.ListenerConditionAccepted), false, string(l.conflict), msg)

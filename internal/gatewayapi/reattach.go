@@ -22,9 +22,9 @@ import (
 // EndpointSlices) changed since prev was translated: the caller's promise.
 //
 // It returns nil, having changed nothing but cache, when it cannot give
-// what a translation of those Gateways would: a listener holding both
-// HTTPRoutes and GRPCRoutes (whose routes may take hostnames from each
-// other), or a Gateway budget that could bind. Otherwise prev's states of
+// what a translation of those Gateways would: a listener holding routes of
+// two kinds placed in virtual hosts (whose routes may take hostnames from
+// each other), or a Gateway budget that could bind. Otherwise prev's states of
 // those Gateways and ListenerSets are changed in place, and the Partial's
 // States hold them and the changed routes.
 func Reattach(snap *resource.Snapshot, opts Options, prev *States, gateways, sets []resource.Key, routes []resource.Ref, cache Cache, rec inputs.Recorder) *Partial {
@@ -125,8 +125,8 @@ func Reattach(snap *resource.Snapshot, opts Options, prev *States, gateways, set
 }
 
 // mixedKinds reports whether listener l holds, or would hold once the
-// attachments of the old routes are replaced by added, both HTTPRoutes
-// and GRPCRoutes.
+// attachments of the old routes are replaced by added, routes of two kinds
+// placed in virtual hosts.
 func mixedKinds(l *listener, old set[*routeState], added []*attachment) bool {
 	before := l.kindCount
 	after := before
@@ -142,8 +142,7 @@ func mixedKinds(l *listener, old set[*routeState], added []*attachment) bool {
 	for _, at := range added {
 		after[kindIndex(at.route.kind)]++
 	}
-	h, g := kindIndex(resource.KindHTTPRoute), kindIndex(resource.KindGRPCRoute)
-	return (before[h] > 0 && before[g] > 0) || (after[h] > 0 && after[g] > 0)
+	return mixedVhostKinds(before) || mixedVhostKinds(after)
 }
 
 // replaceAttachments replaces, in the attachments of l and its host
@@ -193,7 +192,7 @@ func replaceAttachments(l *listener, old set[*routeState], added []*attachment) 
 }
 
 // compareAttachments orders attachments as a translation makes them:
-// HTTPRoutes then GRPCRoutes, by namespace and name, then parent.
+// by kind (resource.RouteKinds), namespace and name, then parent.
 func compareAttachments(a, b *attachment) int {
 	if c := CompareRouteRefs(a.route.ref(), b.route.ref()); c != 0 {
 		return c

@@ -21,8 +21,8 @@ type Options struct {
 	// the snapshot, and status.addresses come from that Service. Offline
 	// (standalone, translate), generated configuration is Programmed.
 	Infrastructure bool
-	// MaxRouteExpansion is the most Envoy routes one HTTPRoute or
-	// GRPCRoute may expand into (budget.go): 0 means
+	// MaxRouteExpansion is the most Envoy routes one HTTP or gRPC route
+	// may expand into (budget.go): 0 means
 	// DefaultMaxRouteExpansion, negative no limit.
 	MaxRouteExpansion int
 	// MaxGatewayExpansion is the most Envoy routes the routes of one

@@ -38,7 +38,7 @@ type attachment struct {
 	route     *routeState
 	listener  *listener
 	hostnames []string // effective hostnames, "" for any
-	lost      bool     // lost an HTTPRoute/GRPCRoute hostname collision
+	lost      bool     // lost a hostname collision with a route of another kind
 	parent    int      // index of its parentState in route.parents
 }
 
@@ -55,8 +55,8 @@ type compiledRules struct {
 	// of the first one.
 	unresolved       []string
 	unresolvedReason string
-	// l4 is the rule of a TLSRoute, TCPRoute or UDPRoute (l4.go); nil for
-	// HTTPRoutes and GRPCRoutes.
+	// l4 is the rule of a route of an L4 kind (l4.go); nil for the kinds
+	// placed in virtual hosts.
 	l4 *l4Rule
 }
 
@@ -276,16 +276,16 @@ func selectorDesc(ref refs.Parent) string {
 
 // resolveKindCollisions enforces the GRPCRoute rule: an HTTPRoute and a
 // GRPCRoute with intersecting hostnames may not share a listener; the older
-// route (then the first by namespace/name) keeps it.
+// route (then the first by namespace/name) keeps it. It applies to any two
+// kinds placed in virtual hosts (routeKind.vhosts).
 func (t *translator) resolveKindCollisions() {
 	for _, g := range t.gwOrder {
 		for _, l := range g.merged {
-			hasHTTP, hasGRPC := false, false
+			var count [maxRouteKinds]int
 			for _, a := range l.attachments {
-				hasHTTP = hasHTTP || a.route.kind == resource.KindHTTPRoute
-				hasGRPC = hasGRPC || a.route.kind == resource.KindGRPCRoute
+				count[kindIndex(a.route.kind)]++
 			}
-			if !hasHTTP || !hasGRPC {
+			if !mixedVhostKinds(count) {
 				continue
 			}
 			atts := append([]*attachment(nil), l.attachments...)

@@ -1,6 +1,11 @@
 package gatewayapi
 
-import gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+import (
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
+
+	"github.com/portico-dev/portico/internal/resource"
+)
 
 // compileTCPRoute compiles a TCPRoute: its one rule forwards each
 // connection of a TCP listener to the weighted backends (l4.go).
@@ -10,4 +15,13 @@ func (t *translator) compileTCPRoute(rs *routeState, rules []gwv1.TCPRouteRule) 
 		backends[i] = rules[i].BackendRefs
 	}
 	t.compileL4(rs, backends)
+}
+
+// tcpRouteKind registers TCPRoutes (kinds.go).
+var tcpRouteKind = routeKind{
+	kind:      resource.KindTCPRoute,
+	protocols: []gwv1.ProtocolType{gwv1.TCPProtocolType},
+	upstream:  backendTCP,
+	features:  []features.FeatureName{features.SupportTCPRoute},
+	compile:   func(t *translator, rs *routeState, obj any) { t.compileTCPRoute(rs, obj.(*gwv1.TCPRoute).Spec.Rules) },
 }

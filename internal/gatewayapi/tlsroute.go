@@ -1,6 +1,11 @@
 package gatewayapi
 
-import gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+import (
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
+
+	"github.com/portico-dev/portico/internal/resource"
+)
 
 // compileTLSRoute compiles a TLSRoute: its hostnames (SNI) are intersected
 // with its listeners' at attachment, like an HTTPRoute's; its one rule
@@ -12,4 +17,17 @@ func (t *translator) compileTLSRoute(rs *routeState, rules []gwv1.TLSRouteRule) 
 		backends[i] = rules[i].BackendRefs
 	}
 	t.compileL4(rs, backends)
+}
+
+// tlsRouteKind registers TLSRoutes (kinds.go).
+var tlsRouteKind = routeKind{
+	kind:      resource.KindTLSRoute,
+	protocols: []gwv1.ProtocolType{gwv1.TLSProtocolType},
+	upstream:  backendTCP,
+	features: []features.FeatureName{
+		features.SupportTLSRoute,
+		features.SupportTLSRouteModeMixed,
+		features.SupportTLSRouteModeTerminate,
+	},
+	compile: func(t *translator, rs *routeState, obj any) { t.compileTLSRoute(rs, obj.(*gwv1.TLSRoute).Spec.Rules) },
 }

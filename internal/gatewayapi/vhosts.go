@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/portico-dev/portico/internal/ir"
-	"github.com/portico-dev/portico/internal/resource"
 )
 
 // Virtual hosts of a filter chain.
@@ -174,7 +173,7 @@ type vhostMemo struct {
 	inputs []vhostInput
 	vh     *ir.VirtualHost
 	// uses are the distinct clusters its routes use (a cluster is HTTP/2
-	// when its appProtocol says so or a GRPCRoute of the Gateway uses it).
+	// when its appProtocol says so or a gRPC route of the Gateway uses it).
 	uses []clusterUse
 }
 
@@ -187,11 +186,11 @@ type vhostInput struct {
 type clusterUse struct {
 	def  *clusterDef
 	grpc bool
-	l4   bool // forwarded connections (TLSRoute, TCPRoute, UDPRoute)
+	l4   bool // forwarded connections (the L4 kinds)
 }
 
 func inputOf(a *attachment, effective string) vhostInput {
-	in := vhostInput{grpc: a.route.kind == resource.KindGRPCRoute, origin: originRank(a, effective)}
+	in := vhostInput{grpc: routeKinds[a.route.kind].grpc, origin: originRank(a, effective)}
 	if len(a.route.rules.routes) > 0 {
 		in.first = a.route.rules.routes[0]
 	}
@@ -338,7 +337,7 @@ func placeRoutes(host string, byHost map[string][]*attachment) []placedRoute {
 					}
 					placed[cr] = struct{}{}
 				}
-				out = append(out, placedRoute{cr: cr, rank: rank, origin: origin, grpc: a.route.kind == resource.KindGRPCRoute})
+				out = append(out, placedRoute{cr: cr, rank: rank, origin: origin, grpc: routeKinds[a.route.kind].grpc})
 			}
 		}
 	})

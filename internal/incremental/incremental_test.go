@@ -91,7 +91,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 	// churn: nothing of deleted objects is kept.
 	routes := 0
 	for _, kind := range resource.RouteKinds {
-		routes += len(snap.RouteKeys(kind))
+		routes += len(snap.Keys(kind))
 	}
 	for what, n := range map[string]int{
 		"compiled routes": len(x.cache.compiled), "route states": statesRoutes(x), "route parents": len(x.idx.routeParents),

@@ -60,7 +60,7 @@ func newIndex() *index {
 // build indexes every object of snap.
 func (x *index) build(snap *resource.Snapshot) {
 	for _, kind := range resource.RouteKinds {
-		for _, k := range snap.RouteKeys(kind) {
+		for _, k := range snap.Keys(kind) {
 			x.updateRoute(snap, resource.Ref{Kind: kind, Key: k})
 		}
 	}

@@ -60,7 +60,7 @@ type Listener struct {
 	// hostname. None for UDP.
 	FilterChains []*FilterChain
 	// UDP forwards the datagrams of a UDP listener; nil otherwise.
-	UDP *UDPRoute
+	UDP *UDPForward
 }
 
 // FilterChain selects traffic by SNI (HTTPS) and routes it with
@@ -73,12 +73,12 @@ type FilterChain struct {
 	// none on an HTTPS listener's chain means TLS passthrough.
 	CertificateSecrets []string
 	RouteConfig        *RouteConfig
-	TCP                *TCPRoute
+	TCP                *TCPForward
 }
 
-// TCPRoute forwards each connection of a filter chain to one of weighted
-// clusters (TLSRoute, TCPRoute).
-type TCPRoute struct {
+// TCPForward forwards each connection of a filter chain to one of weighted
+// clusters (the route of a TLS or TCP listener).
+type TCPForward struct {
 	// Name is the route's stable name, "<kind>/<ns>/<name>/rule/<i>", used
 	// as the stat prefix.
 	Name string
@@ -87,10 +87,10 @@ type TCPRoute struct {
 	Backends []WeightedBackend
 }
 
-// UDPRoute forwards the datagrams of a UDP listener (UDPRoute): each
-// session (client address and port) to one of weighted clusters, like
-// TCPRoute's connections.
-type UDPRoute struct {
+// UDPForward forwards the datagrams of a UDP listener: each session
+// (client address and port) to one of weighted clusters, like TCPForward's
+// connections.
+type UDPForward struct {
 	Name     string
 	Backends []WeightedBackend
 }
@@ -109,7 +109,7 @@ type VirtualHost struct {
 	Routes []*Route
 }
 
-// Route is one match of one rule of an HTTPRoute or GRPCRoute with its action.
+// Route is one match of one rule of an HTTP or gRPC route with its action.
 type Route struct {
 	// Name identifies the source: "<kind>/<ns>/<name>/rule/<i>/match/<j>".
 	Name            string
@@ -262,10 +262,10 @@ type UpstreamProtocol string
 const (
 	UpstreamHTTP1 UpstreamProtocol = "HTTP/1.1"
 	UpstreamHTTP2 UpstreamProtocol = "HTTP/2"
-	// UpstreamTCP: connections forwarded as they are (TCPRoute, TLSRoute):
+	// UpstreamTCP: connections forwarded as they are (TLS and TCP routes):
 	// no HTTP protocol options.
 	UpstreamTCP UpstreamProtocol = "TCP"
-	// UpstreamUDP: datagrams to the UDP port of the Service (UDPRoute).
+	// UpstreamUDP: datagrams to the UDP port of the Service (UDP routes).
 	UpstreamUDP UpstreamProtocol = "UDP"
 )
 

@@ -6,56 +6,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Kind is the kind of an input object.
-type Kind uint8
-
-// Kinds of the objects of a Snapshot.
-const (
-	KindGatewayClass Kind = iota + 1
-	KindGateway
-	KindListenerSet
-	KindHTTPRoute
-	KindGRPCRoute
-	KindReferenceGrant
-	KindService
-	KindEndpointSlice
-	KindSecret
-	KindNamespace
-	KindProxyConfig
-	KindDeployment
-	KindTLSRoute
-	KindTCPRoute
-	KindUDPRoute
-)
-
-var kindNames = [...]string{"", "GatewayClass", "Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute",
-	"ReferenceGrant", "Service", "EndpointSlice", "Secret", "Namespace", "ProxyConfig", "Deployment",
-	"TLSRoute", "TCPRoute", "UDPRoute"}
-
-// RouteKinds are the kinds of routes, in the order translations take them.
-// A route kind is registered here (and in the snapshot, the loader and the
-// provider's watches, which hold its objects) for the kind-agnostic
-// machinery: the incremental engine, the status writer; its semantics are
-// one file of package gatewayapi and its entry in that package's table.
-var RouteKinds = []Kind{KindHTTPRoute, KindGRPCRoute, KindTLSRoute, KindTCPRoute, KindUDPRoute}
-
-// IsRoute reports whether k is a kind of route.
-func (k Kind) IsRoute() bool {
-	for _, r := range RouteKinds {
-		if r == k {
-			return true
-		}
-	}
-	return false
-}
-
-func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return "Unknown"
-}
-
 // Ref names one object. Cluster-scoped objects (GatewayClasses,
 // Namespaces) have an empty Key.Namespace.
 type Ref struct {
@@ -120,21 +70,9 @@ var snapshotIDs atomic.Uint64
 // changed, not the size of the snapshots.
 func Diff(old, cur *Snapshot) *Changes {
 	c := NewChanges(old.ID())
-	diffNames(c, KindGatewayClass, old.GatewayClasses, cur.GatewayClasses)
-	diffKeys(c, KindGateway, old.Gateways, cur.Gateways)
-	diffKeys(c, KindListenerSet, old.ListenerSets, cur.ListenerSets)
-	diffKeys(c, KindHTTPRoute, old.HTTPRoutes, cur.HTTPRoutes)
-	diffKeys(c, KindGRPCRoute, old.GRPCRoutes, cur.GRPCRoutes)
-	diffKeys(c, KindTLSRoute, old.TLSRoutes, cur.TLSRoutes)
-	diffKeys(c, KindTCPRoute, old.TCPRoutes, cur.TCPRoutes)
-	diffKeys(c, KindUDPRoute, old.UDPRoutes, cur.UDPRoutes)
-	diffKeys(c, KindReferenceGrant, old.ReferenceGrants, cur.ReferenceGrants)
-	diffKeys(c, KindService, old.Services, cur.Services)
-	diffKeys(c, KindEndpointSlice, old.EndpointSlices, cur.EndpointSlices)
-	diffKeys(c, KindSecret, old.Secrets, cur.Secrets)
-	diffNames(c, KindNamespace, old.Namespaces, cur.Namespaces)
-	diffKeys(c, KindProxyConfig, old.ProxyConfigs, cur.ProxyConfigs)
-	diffKeys(c, KindDeployment, old.Deployments, cur.Deployments)
+	for d := range Kinds() {
+		d.store.diff(c, d.Kind, old, cur)
+	}
 	return c
 }
 
@@ -156,12 +94,4 @@ func SameObject[T object](a, b T) bool {
 	}
 	rv := a.GetResourceVersion()
 	return rv != "" && rv == b.GetResourceVersion() && a.GetUID() == b.GetUID()
-}
-
-func diffKeys[T object](c *Changes, kind Kind, old, cur Map[Key, T]) {
-	DiffMaps(old, cur, SameObject[T], func(k Key) { c.Add(kind, k) })
-}
-
-func diffNames[T object](c *Changes, kind Kind, old, cur Map[string, T]) {
-	DiffMaps(old, cur, SameObject[T], func(k string) { c.Add(kind, Key{Name: k}) })
 }

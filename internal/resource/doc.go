@@ -6,6 +6,22 @@
 // the changed entries. Filling a snapshot from files is package
 // resource/load; from a cluster, the kube provider.
 //
+// # One descriptor per kind
+//
+// Every kind a snapshot holds has a Descriptor (kinds.go): its GVK, the
+// versions the loader reads, whether it is cluster-scoped and whether
+// Portico writes its status, how to make an empty object and list, where
+// the snapshot keeps its objects and, for a kind of route, its shared part
+// (RouteView: metadata, parentRefs, hostnames, status) and the backends
+// it references. The loader, the snapshot, its Editor and Diff, the kube
+// provider's informers and event filter and the status writer read the
+// descriptors and name no kind of route. A kind of route is one file here
+// (httproute.go, grpcroute.go, tlsroute.go, tcproute.go, udproute.go, each
+// calling routeKind), its constant and registry entry in kinds.go and its
+// map in Snapshot; its semantics are one file of package gatewayapi. The
+// descriptors' functions are written for each Go type (generics, no
+// reflection), so reading through them costs an indirect call.
+//
 // # Immutable means no write on read
 //
 // Every field of a Snapshot is computed when it is made: its ID by New (or

@@ -55,42 +55,12 @@ func (e *Editor) Set(k Kind, key Key, obj any) error {
 	if m.GetNamespace() != key.Namespace || m.GetName() != key.Name {
 		return fmt.Errorf("resource: %s %s/%s set under key %s", k, m.GetNamespace(), m.GetName(), key)
 	}
-	s := e.s
-	switch k {
-	case KindGatewayClass:
-		ok = put(&s.GatewayClasses, key.Name, obj)
-	case KindGateway:
-		ok = put(&s.Gateways, key, obj)
-	case KindListenerSet:
-		ok = put(&s.ListenerSets, key, obj)
-	case KindHTTPRoute:
-		ok = put(&s.HTTPRoutes, key, obj)
-	case KindGRPCRoute:
-		ok = put(&s.GRPCRoutes, key, obj)
-	case KindTLSRoute:
-		ok = put(&s.TLSRoutes, key, obj)
-	case KindTCPRoute:
-		ok = put(&s.TCPRoutes, key, obj)
-	case KindUDPRoute:
-		ok = put(&s.UDPRoutes, key, obj)
-	case KindReferenceGrant:
-		ok = put(&s.ReferenceGrants, key, obj)
-	case KindService:
-		ok = put(&s.Services, key, obj)
-	case KindEndpointSlice:
-		if ok = put(&s.EndpointSlices, key, obj); ok {
-			e.sliceChanged(key)
-		}
-	case KindSecret:
-		ok = put(&s.Secrets, key, obj)
-	case KindNamespace:
-		ok = put(&s.Namespaces, key.Name, obj)
-	case KindProxyConfig:
-		ok = put(&s.ProxyConfigs, key, obj)
-	case KindDeployment:
-		ok = put(&s.Deployments, key, obj)
-	default:
+	d := KindOf(k)
+	if d == nil {
 		return fmt.Errorf("resource: unknown kind %d", k)
+	}
+	if ok = d.store.set(e.s, key, obj); ok && k == KindEndpointSlice {
+		e.sliceChanged(key)
 	}
 	if !ok {
 		return fmt.Errorf("resource: %T is not a %s", obj, k)
@@ -103,64 +73,14 @@ func (e *Editor) Delete(k Kind, key Key) error {
 	if e.done {
 		return errEditorDone
 	}
-	s := e.s
-	switch k {
-	case KindGatewayClass:
-		del(&s.GatewayClasses, key.Name)
-	case KindGateway:
-		del(&s.Gateways, key)
-	case KindListenerSet:
-		del(&s.ListenerSets, key)
-	case KindHTTPRoute:
-		del(&s.HTTPRoutes, key)
-	case KindGRPCRoute:
-		del(&s.GRPCRoutes, key)
-	case KindTLSRoute:
-		del(&s.TLSRoutes, key)
-	case KindTCPRoute:
-		del(&s.TCPRoutes, key)
-	case KindUDPRoute:
-		del(&s.UDPRoutes, key)
-	case KindReferenceGrant:
-		del(&s.ReferenceGrants, key)
-	case KindService:
-		del(&s.Services, key)
-	case KindEndpointSlice:
-		if del(&s.EndpointSlices, key) {
-			e.sliceChanged(key)
-		}
-	case KindSecret:
-		del(&s.Secrets, key)
-	case KindNamespace:
-		del(&s.Namespaces, key.Name)
-	case KindProxyConfig:
-		del(&s.ProxyConfigs, key)
-	case KindDeployment:
-		del(&s.Deployments, key)
-	default:
+	d := KindOf(k)
+	if d == nil {
 		return fmt.Errorf("resource: unknown kind %d", k)
 	}
+	if d.store.del(e.s, key) && k == KindEndpointSlice {
+		e.sliceChanged(key)
+	}
 	return nil
-}
-
-// put sets m[key] = obj in the new snapshot's map m (frozen in the base,
-// so the base's version is not modified).
-func put[K comparable, V any](m *Map[K, V], key K, obj any) bool {
-	v, ok := obj.(V)
-	if !ok {
-		return false
-	}
-	m.Set(key, v)
-	return true
-}
-
-// del deletes key from m, reporting whether it was present.
-func del[K comparable, V any](m *Map[K, V], key K) bool {
-	if !m.Has(key) {
-		return false
-	}
-	m.Delete(key)
-	return true
 }
 
 // sliceChanged records that the EndpointSlice under key was set or

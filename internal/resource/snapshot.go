@@ -1,6 +1,8 @@
 package resource
 
 import (
+	"fmt"
+	"iter"
 	"slices"
 	"strings"
 
@@ -103,21 +105,9 @@ func indexSlices(slices Map[Key, *discoveryv1.EndpointSlice]) pmap[Key, []*disco
 
 // freeze freezes every map.
 func (s *Snapshot) freeze() {
-	s.GatewayClasses.Freeze()
-	s.Gateways.Freeze()
-	s.ListenerSets.Freeze()
-	s.HTTPRoutes.Freeze()
-	s.GRPCRoutes.Freeze()
-	s.TLSRoutes.Freeze()
-	s.TCPRoutes.Freeze()
-	s.UDPRoutes.Freeze()
-	s.ReferenceGrants.Freeze()
-	s.Services.Freeze()
-	s.EndpointSlices.Freeze()
-	s.Secrets.Freeze()
-	s.Namespaces.Freeze()
-	s.ProxyConfigs.Freeze()
-	s.Deployments.Freeze()
+	for d := range Kinds() {
+		d.store.freeze(s)
+	}
 }
 
 // serviceOf returns the Service an EndpointSlice belongs to.
@@ -166,10 +156,11 @@ func (s *Snapshot) EndpointSlicesFor(svc Key) []*discoveryv1.EndpointSlice {
 
 // Len is the number of objects in the snapshot.
 func (s *Snapshot) Len() int {
-	return s.GatewayClasses.Len() + s.Gateways.Len() + s.ListenerSets.Len() + s.HTTPRoutes.Len() +
-		s.GRPCRoutes.Len() + s.ReferenceGrants.Len() + s.Services.Len() + s.EndpointSlices.Len() +
-		s.Secrets.Len() + s.Namespaces.Len() + s.ProxyConfigs.Len() + s.Deployments.Len() +
-		s.TLSRoutes.Len() + s.TCPRoutes.Len() + s.UDPRoutes.Len()
+	n := 0
+	for d := range Kinds() {
+		n += d.store.len(s)
+	}
+	return n
 }
 
 // CompareKeys orders keys by namespace, then name.
@@ -180,48 +171,65 @@ func CompareKeys(a, b Key) int {
 	return strings.Compare(a.Name, b.Name)
 }
 
-// RouteKeys lists the routes of a kind of RouteKinds, sorted (nil for
-// another kind).
-func (s *Snapshot) RouteKeys(kind Kind) []Key {
-	switch kind {
-	case KindHTTPRoute:
-		return SortedKeys(s.HTTPRoutes)
-	case KindGRPCRoute:
-		return SortedKeys(s.GRPCRoutes)
-	case KindTLSRoute:
-		return SortedKeys(s.TLSRoutes)
-	case KindTCPRoute:
-		return SortedKeys(s.TCPRoutes)
-	case KindUDPRoute:
-		return SortedKeys(s.UDPRoutes)
+// Keys lists the keys of the objects of kind k, sorted (by name alone for
+// a cluster-scoped kind; nil for a value that is no kind).
+func (s *Snapshot) Keys(k Kind) []Key {
+	if d := KindOf(k); d != nil {
+		return d.store.keys(s)
 	}
 	return nil
+}
+
+// Get returns the object of kind k under key (key.Name alone for a
+// cluster-scoped kind), if any.
+func (s *Snapshot) Get(k Kind, key Key) (Object, bool) {
+	if d := KindOf(k); d != nil {
+		return d.store.get(s, key)
+	}
+	return nil, false
+}
+
+// Objects yields the objects of kind k, in no particular order.
+func (s *Snapshot) Objects(k Kind) iter.Seq2[Key, Object] {
+	if d := KindOf(k); d != nil {
+		return d.store.all(s)
+	}
+	return func(func(Key, Object) bool) {}
+}
+
+// Put adds obj under key (key.Name alone for a cluster-scoped kind) to a
+// snapshot being filled, before Build; a built snapshot is changed with
+// Edit. It fails when obj is not of kind k's type.
+func (s *Snapshot) Put(k Kind, key Key, obj Object) error {
+	d := KindOf(k)
+	if d == nil {
+		return fmt.Errorf("resource: unknown kind %d", k)
+	}
+	if !d.store.set(s, key, obj) {
+		return fmt.Errorf("resource: %T is not a %s", obj, k)
+	}
+	return nil
+}
+
+// Route returns the shared part of the route ref, and whether it exists.
+func (s *Snapshot) Route(ref Ref) (RouteView, bool) {
+	d := KindOf(ref.Kind)
+	if d == nil || d.Route == nil {
+		return RouteView{}, false
+	}
+	obj, ok := d.store.get(s, ref.Key)
+	if !ok {
+		return RouteView{}, false
+	}
+	return d.Route.View(obj)
 }
 
 // RouteParentRefs returns the namespace and parentRefs of a route, and
 // whether it exists.
 func (s *Snapshot) RouteParentRefs(route Ref) (string, []gwv1.ParentReference, bool) {
-	switch route.Kind {
-	case KindHTTPRoute:
-		if r := s.HTTPRoutes.Value(route.Key); r != nil {
-			return r.Namespace, r.Spec.ParentRefs, true
-		}
-	case KindGRPCRoute:
-		if r := s.GRPCRoutes.Value(route.Key); r != nil {
-			return r.Namespace, r.Spec.ParentRefs, true
-		}
-	case KindTLSRoute:
-		if r := s.TLSRoutes.Value(route.Key); r != nil {
-			return r.Namespace, r.Spec.ParentRefs, true
-		}
-	case KindTCPRoute:
-		if r := s.TCPRoutes.Value(route.Key); r != nil {
-			return r.Namespace, r.Spec.ParentRefs, true
-		}
-	case KindUDPRoute:
-		if r := s.UDPRoutes.Value(route.Key); r != nil {
-			return r.Namespace, r.Spec.ParentRefs, true
-		}
+	v, ok := s.Route(route)
+	if !ok {
+		return "", nil, false
 	}
-	return "", nil, false
+	return v.Meta.Namespace, v.Spec.ParentRefs, true
 }

@@ -580,39 +580,17 @@ func (w *Writer) update(ctx context.Context, obj, orig client.Object) error {
 }
 
 func newList(kind resource.Kind) (client.ObjectList, error) {
-	switch kind {
-	case resource.KindHTTPRoute:
-		return &gwv1.HTTPRouteList{}, nil
-	case resource.KindGRPCRoute:
-		return &gwv1.GRPCRouteList{}, nil
-	case resource.KindTLSRoute:
-		return &gwv1.TLSRouteList{}, nil
-	case resource.KindTCPRoute:
-		return &gwv1.TCPRouteList{}, nil
-	case resource.KindUDPRoute:
-		return &gwv1.UDPRouteList{}, nil
+	if d := resource.KindOf(kind); d != nil && d.HasStatus {
+		if list, ok := d.NewList().(client.ObjectList); ok {
+			return list, nil
+		}
 	}
 	return nil, fmt.Errorf("status: no list of kind %q", kind)
 }
 
 func newObject(kind resource.Kind) (client.Object, error) {
-	switch kind {
-	case resource.KindGatewayClass:
-		return &gwv1.GatewayClass{}, nil
-	case resource.KindGateway:
-		return &gwv1.Gateway{}, nil
-	case resource.KindListenerSet:
-		return &gwv1.ListenerSet{}, nil
-	case resource.KindHTTPRoute:
-		return &gwv1.HTTPRoute{}, nil
-	case resource.KindGRPCRoute:
-		return &gwv1.GRPCRoute{}, nil
-	case resource.KindTLSRoute:
-		return &gwv1.TLSRoute{}, nil
-	case resource.KindTCPRoute:
-		return &gwv1.TCPRoute{}, nil
-	case resource.KindUDPRoute:
-		return &gwv1.UDPRoute{}, nil
+	if d := resource.KindOf(kind); d != nil && d.HasStatus {
+		return d.New(), nil
 	}
 	return nil, fmt.Errorf("status: unknown kind %q", kind)
 }
@@ -649,17 +627,8 @@ func applyDesired(obj client.Object, s *gatewayapi.Status, controller gwv1.Gatew
 // routeStatusOf returns the status of a route object, or nil for another
 // kind.
 func routeStatusOf(obj client.Object) *gwv1.RouteStatus {
-	switch o := obj.(type) {
-	case *gwv1.HTTPRoute:
-		return &o.Status.RouteStatus
-	case *gwv1.GRPCRoute:
-		return &o.Status.RouteStatus
-	case *gwv1.TLSRoute:
-		return &o.Status.RouteStatus
-	case *gwv1.TCPRoute:
-		return &o.Status.RouteStatus
-	case *gwv1.UDPRoute:
-		return &o.Status.RouteStatus
+	if _, v, ok := resource.RouteOf(obj); ok {
+		return v.Status
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func l4IR(listeners []*ir.Listener, clusters []*ir.Cluster, secrets ...*ir.Secre
 
 func passthrough(name string, sni string, cluster string) *ir.FilterChain {
 	return &ir.FilterChain{Name: name, ServerNames: []string{sni},
-		TCP: &ir.TCPRoute{Name: "tlsroute/default/" + name + "/rule/0", Backends: []ir.WeightedBackend{backendTo(cluster, 1)}}}
+		TCP: &ir.TCPForward{Name: "tlsroute/default/" + name + "/rule/0", Backends: []ir.WeightedBackend{backendTo(cluster, 1)}}}
 }
 
 // echoOver checks that the TLS connection c is with the server of cert
@@ -118,7 +118,7 @@ func TestTLSTerminate(t *testing.T) {
 	})
 	term := func(name, sni string, backends ...ir.WeightedBackend) *ir.FilterChain {
 		return &ir.FilterChain{Name: name, ServerNames: []string{sni}, CertificateSecrets: []string{"default/t-cert"},
-			TCP: &ir.TCPRoute{Name: "tlsroute/default/" + name + "/rule/0", Backends: backends}}
+			TCP: &ir.TCPForward{Name: "tlsroute/default/" + name + "/rule/0", Backends: backends}}
 	}
 	s.start(l4IR([]*ir.Listener{{Name: "tls", Port: tlsPort, Protocol: ir.ProtocolHTTPS, FilterChains: []*ir.FilterChain{
 		term("t", "t.example.com", backendTo("default/plain/9000", 1)),
@@ -256,7 +256,7 @@ func TestTCPWeighted(t *testing.T) {
 	invalid := ir.WeightedBackend{Invalid: true, Weight: 1}
 	tcpListener := func(name string, port uint32, backends ...ir.WeightedBackend) *ir.Listener {
 		return &ir.Listener{Name: name, Port: port, Protocol: ir.ProtocolTCP, FilterChains: []*ir.FilterChain{{Name: name,
-			TCP: &ir.TCPRoute{Name: "tcproute/default/" + name + "/rule/0", Backends: backends}}}}
+			TCP: &ir.TCPForward{Name: "tcproute/default/" + name + "/rule/0", Backends: backends}}}}
 	}
 	s.start(l4IR([]*ir.Listener{
 		tcpListener("split", tcpPort, backendTo("default/a/9000", 3), backendTo("default/b/9000", 1), backendTo("default/c/9000", 0)),
@@ -330,7 +330,7 @@ func TestUDPForwarding(t *testing.T) {
 	portA, portB := s.udpEcho("a"), s.udpEcho("b")
 	udpListener := func(name string, port uint32, backends ...ir.WeightedBackend) *ir.Listener {
 		return &ir.Listener{Name: name, Port: port, Protocol: ir.ProtocolUDP,
-			UDP: &ir.UDPRoute{Name: "udproute/default/" + name + "/rule/0", Backends: backends}}
+			UDP: &ir.UDPForward{Name: "udproute/default/" + name + "/rule/0", Backends: backends}}
 	}
 	udpCluster := func(name string, port int) *ir.Cluster {
 		return &ir.Cluster{Name: name, Protocol: ir.UpstreamUDP, Endpoints: []ir.Endpoint{{Address: "127.0.0.1", Port: uint32(port)}}}

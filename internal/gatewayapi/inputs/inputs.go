@@ -99,34 +99,20 @@ func (r *Reader) ListenerSet(k resource.Key) *gwv1.ListenerSet {
 	return r.snap.ListenerSets.Value(k)
 }
 
-// HTTPRoute returns the HTTPRoute k, or nil.
-func (r *Reader) HTTPRoute(k resource.Key) *gwv1.HTTPRoute {
-	r.record(resource.KindHTTPRoute, k)
-	return r.snap.HTTPRoutes.Value(k)
-}
-
-// GRPCRoute returns the GRPCRoute k, or nil.
-func (r *Reader) GRPCRoute(k resource.Key) *gwv1.GRPCRoute {
-	r.record(resource.KindGRPCRoute, k)
-	return r.snap.GRPCRoutes.Value(k)
-}
-
-// TLSRoute returns the TLSRoute k, or nil.
-func (r *Reader) TLSRoute(k resource.Key) *gwv1.TLSRoute {
-	r.record(resource.KindTLSRoute, k)
-	return r.snap.TLSRoutes.Value(k)
-}
-
-// TCPRoute returns the TCPRoute k, or nil.
-func (r *Reader) TCPRoute(k resource.Key) *gwv1.TCPRoute {
-	r.record(resource.KindTCPRoute, k)
-	return r.snap.TCPRoutes.Value(k)
-}
-
-// UDPRoute returns the UDPRoute k, or nil.
-func (r *Reader) UDPRoute(k resource.Key) *gwv1.UDPRoute {
-	r.record(resource.KindUDPRoute, k)
-	return r.snap.UDPRoutes.Value(k)
+// Route returns the route ref (of a kind of resource.RouteKinds) with
+// its shared part (resource.RouteView), or false when there is none.
+func (r *Reader) Route(ref resource.Ref) (resource.Object, resource.RouteView, bool) {
+	r.record(ref.Kind, ref.Key)
+	obj, ok := r.snap.Get(ref.Kind, ref.Key)
+	if !ok {
+		return nil, resource.RouteView{}, false
+	}
+	d := resource.KindOf(ref.Kind)
+	if d.Route == nil {
+		return nil, resource.RouteView{}, false
+	}
+	v, ok := d.Route.View(obj)
+	return obj, v, ok
 }
 
 // Service returns the Service k, or nil.
@@ -191,4 +177,4 @@ func (r *Reader) GatewayKeys() []resource.Key { return resource.SortedKeys(r.sna
 func (r *Reader) ListenerSetKeys() []resource.Key { return resource.SortedKeys(r.snap.ListenerSets) }
 
 // RouteKeys lists the routes of a kind, sorted.
-func (r *Reader) RouteKeys(kind resource.Kind) []resource.Key { return r.snap.RouteKeys(kind) }
+func (r *Reader) RouteKeys(kind resource.Kind) []resource.Key { return r.snap.Keys(kind) }

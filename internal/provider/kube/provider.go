@@ -61,10 +61,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
-	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/resource"
 )
@@ -186,38 +183,39 @@ func (p *Provider) Cache() cache.Cache { return p.cache }
 // Synced reports whether every informer finished its initial list.
 func (p *Provider) Synced() bool { return p.synced.Load() }
 
-// kinds are the watched kinds, each with how its events matter.
+// kinds are the watched kinds, each with how its events matter: every
+// kind of the snapshot (resource.Kinds; the kinds of route need nothing
+// of their own), then the other kinds Portico provisions.
 func (p *Provider) kinds() []watched {
-	return []watched{
-		{obj: &gwv1.GatewayClass{}, kind: "GatewayClass", input: resource.KindGatewayClass, hasStatus: true},
-		{obj: &gwv1.Gateway{}, kind: "Gateway", input: resource.KindGateway, hasStatus: true},
-		{obj: &gwv1.ListenerSet{}, kind: "ListenerSet", input: resource.KindListenerSet, hasStatus: true},
-		{obj: &gwv1.HTTPRoute{}, kind: "HTTPRoute", input: resource.KindHTTPRoute, hasStatus: true},
-		{obj: &gwv1.GRPCRoute{}, kind: "GRPCRoute", input: resource.KindGRPCRoute, hasStatus: true},
-		{obj: &gwv1.TLSRoute{}, kind: "TLSRoute", input: resource.KindTLSRoute, hasStatus: true},
-		{obj: &gwv1.TCPRoute{}, kind: "TCPRoute", input: resource.KindTCPRoute, hasStatus: true},
-		{obj: &gwv1.UDPRoute{}, kind: "UDPRoute", input: resource.KindUDPRoute, hasStatus: true},
-		{obj: &gwv1beta1.ReferenceGrant{}, kind: "ReferenceGrant", input: resource.KindReferenceGrant},
-		{obj: &corev1.Namespace{}, kind: "Namespace", input: resource.KindNamespace, matters: namespaceMatters},
-		{obj: &corev1.Service{}, kind: "Service", input: resource.KindService, infra: true, referenced: func(r *refs, o client.Object) bool {
+	// How the events of the input kinds that are not routes matter.
+	inputs := map[resource.Kind]watched{
+		resource.KindNamespace: {matters: namespaceMatters},
+		resource.KindService: {infra: true, referenced: func(r *refs, o client.Object) bool {
 			return r.service(key(o)) || isProvisioned(o)
 		}},
-		{obj: &discoveryv1.EndpointSlice{}, kind: "EndpointSlice", input: resource.KindEndpointSlice, referenced: func(r *refs, o client.Object) bool {
+		resource.KindEndpointSlice: {referenced: func(r *refs, o client.Object) bool {
 			svc := o.GetLabels()[discoveryv1.LabelServiceName]
 			return r.service(types.NamespacedName{Namespace: o.GetNamespace(), Name: svc})
 		}},
-		{obj: &corev1.Secret{}, kind: "Secret", input: resource.KindSecret, referenced: func(r *refs, o client.Object) bool {
+		resource.KindSecret: {referenced: func(r *refs, o client.Object) bool {
 			return r.secret(key(o))
 		}},
-		{obj: &v1alpha1.ProxyConfig{}, kind: v1alpha1.Kind, input: resource.KindProxyConfig},
-		// Provisioned objects: the Deployment is an input of Gateway status
-		// (its available replicas); all are restored when edited.
-		{obj: &appsv1.Deployment{}, kind: "Deployment", input: resource.KindDeployment, infra: true, matters: deploymentMatters},
-		{obj: &corev1.ConfigMap{}, kind: "ConfigMap", infra: true, referenced: never},
-		{obj: &corev1.ServiceAccount{}, kind: "ServiceAccount", infra: true, referenced: never},
-		{obj: &policyv1.PodDisruptionBudget{}, kind: "PodDisruptionBudget", infra: true, referenced: never},
-		{obj: &autoscalingv2.HorizontalPodAutoscaler{}, kind: "HorizontalPodAutoscaler", infra: true, referenced: never},
+		// Provisioned objects: the Deployment is an input of Gateway
+		// status (its available replicas); all are restored when edited.
+		resource.KindDeployment: {infra: true, matters: deploymentMatters},
 	}
+	var out []watched
+	for d := range resource.Kinds() {
+		w := inputs[d.Kind]
+		w.obj, w.kind, w.input, w.hasStatus = d.New(), d.GVK.Kind, d.Kind, d.HasStatus
+		out = append(out, w)
+	}
+	return append(out,
+		watched{obj: &corev1.ConfigMap{}, kind: "ConfigMap", infra: true, referenced: never},
+		watched{obj: &corev1.ServiceAccount{}, kind: "ServiceAccount", infra: true, referenced: never},
+		watched{obj: &policyv1.PodDisruptionBudget{}, kind: "PodDisruptionBudget", infra: true, referenced: never},
+		watched{obj: &autoscalingv2.HorizontalPodAutoscaler{}, kind: "HorizontalPodAutoscaler", infra: true, referenced: never},
+	)
 }
 
 // Run registers the event handlers, starts the cache and blocks until ctx is

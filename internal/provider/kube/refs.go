@@ -60,21 +60,24 @@ func refOwner(k resource.Kind) bool {
 	return k.IsRoute()
 }
 
-// contribOf returns the Services and Secrets obj references, as package
-// refs lists and resolves them (the translator resolves them there too);
+// contribOf returns the Services and Secrets obj, of kind k, references,
+// as its resource.Descriptor (a route's backends) or package refs (a
+// Gateway's or ListenerSet's certificates) lists and resolves them (the translator resolves them there too);
 // nothing for nil or for objects of other kinds. Every reference of the
 // spec counts, also those the translator rejects (a backendRef with
 // filters): the filter may wake the pipeline for nothing, never miss.
-func contribOf(obj any) contrib {
+func contribOf(k resource.Kind, obj any) contrib {
 	var c contrib
 	add := func(list *[]types.NamespacedName, o gwrefs.Object) {
 		if k := (types.NamespacedName{Namespace: o.Namespace, Name: o.Name}); !slices.Contains(*list, k) {
 			*list = append(*list, k)
 		}
 	}
-	for b := range gwrefs.Backends(obj) {
-		if b.IsService() {
-			add(&c.services, b.Object)
+	if d := resource.KindOf(k); d != nil && d.Route != nil {
+		for b := range d.Route.Backends(obj) {
+			if b.IsService() {
+				add(&c.services, b.Object)
+			}
 		}
 	}
 	for o := range gwrefs.Certificates(obj) {
@@ -90,26 +93,16 @@ func contribOf(obj any) contrib {
 // always equal it).
 func collectRefs(s *resource.Snapshot) refs {
 	r := newRefs()
-	for _, o := range s.HTTPRoutes.All() {
-		r.add(contribOf(o), 1)
-	}
-	for _, o := range s.GRPCRoutes.All() {
-		r.add(contribOf(o), 1)
-	}
-	for _, o := range s.TLSRoutes.All() {
-		r.add(contribOf(o), 1)
-	}
-	for _, o := range s.TCPRoutes.All() {
-		r.add(contribOf(o), 1)
-	}
-	for _, o := range s.UDPRoutes.All() {
-		r.add(contribOf(o), 1)
-	}
-	for _, o := range s.Gateways.All() {
-		r.add(contribOf(o), 1)
-	}
-	for _, o := range s.ListenerSets.All() {
-		r.add(contribOf(o), 1)
+	for _, k := range refOwnerKinds() {
+		for _, o := range s.Objects(k) {
+			r.add(contribOf(k, o), 1)
+		}
 	}
 	return r
+}
+
+// refOwnerKinds are the kinds whose objects reference Services or
+// Secrets: the routes, then Gateways and ListenerSets.
+func refOwnerKinds() []resource.Kind {
+	return append(slices.Clone(resource.RouteKinds), resource.KindGateway, resource.KindListenerSet)
 }

@@ -83,31 +83,12 @@ func (p *Provider) keep(changes *resource.Changes, refresh map[resource.Ref]stru
 func (p *Provider) commit(snap *resource.Snapshot, owners map[resource.Ref]contrib, full bool) {
 	if full {
 		owners = map[resource.Ref]contrib{}
-		add := func(k resource.Kind, key resource.Key, o any) {
-			if c := contribOf(o); !c.empty() {
-				owners[resource.Ref{Kind: k, Key: key}] = c
+		for _, k := range refOwnerKinds() {
+			for key, o := range snap.Objects(k) {
+				if c := contribOf(k, o); !c.empty() {
+					owners[resource.Ref{Kind: k, Key: key}] = c
+				}
 			}
-		}
-		for k, o := range snap.HTTPRoutes.All() {
-			add(resource.KindHTTPRoute, k, o)
-		}
-		for k, o := range snap.GRPCRoutes.All() {
-			add(resource.KindGRPCRoute, k, o)
-		}
-		for k, o := range snap.TLSRoutes.All() {
-			add(resource.KindTLSRoute, k, o)
-		}
-		for k, o := range snap.TCPRoutes.All() {
-			add(resource.KindTCPRoute, k, o)
-		}
-		for k, o := range snap.UDPRoutes.All() {
-			add(resource.KindUDPRoute, k, o)
-		}
-		for k, o := range snap.Gateways.All() {
-			add(resource.KindGateway, k, o)
-		}
-		for k, o := range snap.ListenerSets.All() {
-			add(resource.KindListenerSet, k, o)
 		}
 	}
 	p.mu.Lock()
@@ -183,7 +164,7 @@ func (p *Provider) incremental(changes *resource.Changes, refresh map[resource.R
 			if obj == nil {
 				owners[r] = contrib{}
 			} else {
-				owners[r] = contribOf(obj)
+				owners[r] = contribOf(r.Kind, obj)
 			}
 		}
 		return nil

@@ -5,24 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/resource"
-)
-
-// snapshot and keyed name the types the decoder fills.
-type (
-	snapshot     = resource.Snapshot
-	keyed[T any] = resource.Map[resource.Key, T]
 )
 
 // maxItemWarnings bounds the item warnings joined into the warning of one
@@ -35,7 +26,14 @@ const maxItemWarnings = 10
 type decoder struct {
 	limits  Limits
 	objects int
-	pending []func(*snapshot)
+	pending []staged
+}
+
+// staged is an object decoded, to add to the snapshot.
+type staged struct {
+	kind resource.Kind
+	key  resource.Key
+	obj  resource.Object
 }
 
 // typeMeta is what every document is first decoded into, from JSON.
@@ -174,102 +172,31 @@ func (d *decoder) list(j []byte, depth int) (string, error) {
 	return strings.Join(warns, "; "), nil
 }
 
-// object decodes a document of a kind other than List.
+// object decodes a document of a kind other than List: of a kind and
+// version the descriptors of package resource say the loader reads. The
+// versions of one kind share one schema, so the kind's type decodes all of
+// them.
 func (d *decoder) object(tm *typeMeta, doc []byte) (string, error) {
 	gv := tm.gvk()
-	switch {
-	case gv.Group == gwv1.GroupName:
-		return d.gatewayAPI(gv.Version, string(tm.Kind), doc)
-	case gv.Group == "" && gv.Version == "v1":
-		switch tm.Kind {
-		case "Service":
-			return "", stage(d, doc, func(s *snapshot) *keyed[*corev1.Service] { return &s.Services }, &corev1.Service{})
-		case "Secret":
-			return "", stage(d, doc, func(s *snapshot) *keyed[*corev1.Secret] { return &s.Secrets }, &corev1.Secret{})
-		case "Namespace":
-			ns := &corev1.Namespace{}
-			if err := yaml.UnmarshalStrict(doc, ns); err != nil {
-				return "", err
-			}
-			d.pending = append(d.pending, func(s *snapshot) { s.Namespaces.Set(ns.Name, ns) })
-			return "", nil
+	kind, ok := resource.KindNamed(gv.Group, gv.Kind)
+	if !ok || !slices.Contains(resource.KindOf(kind).LoadVersions, gv.Version) {
+		if gv.Group == gwv1.GroupName {
+			return fmt.Sprintf("unknown kind %s/%s/%s, skipped", gwv1.GroupName, gv.Version, gv.Kind), nil
 		}
-	case gv.Group == discoveryv1.GroupName && gv.Version == "v1" && tm.Kind == "EndpointSlice":
-		return "", stage(d, doc, func(s *snapshot) *keyed[*discoveryv1.EndpointSlice] { return &s.EndpointSlices }, &discoveryv1.EndpointSlice{})
-	case gv == v1alpha1.GroupVersion.WithKind(v1alpha1.Kind):
-		return "", stage(d, doc, func(s *snapshot) *keyed[*v1alpha1.ProxyConfig] { return &s.ProxyConfigs }, &v1alpha1.ProxyConfig{})
+		return fmt.Sprintf("unknown kind %s/%s %q, skipped", tm.APIVersion, tm.Kind, tm.Metadata.Name), nil
 	}
-	return fmt.Sprintf("unknown kind %s/%s %q, skipped", tm.APIVersion, tm.Kind, tm.Metadata.Name), nil
-}
-
-// gatewayAPIVersions are the versions of the Gateway API kinds read.
-var gatewayAPIVersions = map[string][]string{
-	"GatewayClass":   {"v1", "v1beta1"},
-	"Gateway":        {"v1", "v1beta1"},
-	"ListenerSet":    {"v1"},
-	"HTTPRoute":      {"v1", "v1beta1"},
-	"GRPCRoute":      {"v1"},
-	"TLSRoute":       {"v1"},
-	"TCPRoute":       {"v1"},
-	"UDPRoute":       {"v1"},
-	"ReferenceGrant": {"v1", "v1beta1"},
-}
-
-func (d *decoder) gatewayAPI(version, kind string, doc []byte) (string, error) {
-	ok := false
-	for _, v := range gatewayAPIVersions[kind] {
-		ok = ok || v == version
-	}
-	if !ok {
-		return fmt.Sprintf("unknown kind %s/%s/%s, skipped", gwv1.GroupName, version, kind), nil
-	}
-	// The served versions of these kinds share one schema, so the v1 types
-	// decode all of them.
-	switch kind {
-	case "GatewayClass":
-		gc := &gwv1.GatewayClass{}
-		if err := yaml.UnmarshalStrict(doc, gc); err != nil {
-			return "", err
-		}
-		d.pending = append(d.pending, func(s *snapshot) { s.GatewayClasses.Set(gc.Name, gc) })
-		return "", nil
-	case "Gateway":
-		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.Gateway] { return &s.Gateways }, &gwv1.Gateway{})
-	case "ListenerSet":
-		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.ListenerSet] { return &s.ListenerSets }, &gwv1.ListenerSet{})
-	case "HTTPRoute":
-		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.HTTPRoute] { return &s.HTTPRoutes }, &gwv1.HTTPRoute{})
-	case "GRPCRoute":
-		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.GRPCRoute] { return &s.GRPCRoutes }, &gwv1.GRPCRoute{})
-	case "TLSRoute":
-		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.TLSRoute] { return &s.TLSRoutes }, &gwv1.TLSRoute{})
-	case "TCPRoute":
-		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.TCPRoute] { return &s.TCPRoutes }, &gwv1.TCPRoute{})
-	case "UDPRoute":
-		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1.UDPRoute] { return &s.UDPRoutes }, &gwv1.UDPRoute{})
-	default: // ReferenceGrant
-		return "", stage(d, doc, func(s *snapshot) *keyed[*gwv1beta1.ReferenceGrant] { return &s.ReferenceGrants }, &gwv1beta1.ReferenceGrant{})
-	}
-}
-
-// namespaced is an object with ObjectMeta.
-type namespaced interface {
-	GetNamespace() string
-	SetNamespace(string)
-	GetName() string
-}
-
-// stage strictly decodes doc into obj and stages it for the map m of the
-// snapshot; objects with no namespace are put in "default", as kubectl
-// would.
-func stage[T namespaced](d *decoder, doc []byte, m func(*snapshot) *keyed[T], obj T) error {
+	desc := resource.KindOf(kind)
+	obj := desc.New()
 	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
-		return err
+		return "", err
 	}
-	if obj.GetNamespace() == "" {
-		obj.SetNamespace(metav1.NamespaceDefault)
+	k := resource.Key{Name: obj.GetName()}
+	if !desc.ClusterScoped {
+		if obj.GetNamespace() == "" { // as kubectl would
+			obj.SetNamespace(metav1.NamespaceDefault)
+		}
+		k.Namespace = obj.GetNamespace()
 	}
-	k := resource.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	d.pending = append(d.pending, func(s *snapshot) { m(s).Set(k, obj) })
-	return nil
+	d.pending = append(d.pending, staged{kind, k, obj})
+	return "", nil
 }

@@ -197,8 +197,10 @@ func addYAML(s *resource.Snapshot, file string, data []byte, limits Limits) ([]W
 			warnings = append(warnings, Warning{File: file, Document: i, Reason: ReasonUnknownKind, Message: w})
 		}
 	}
-	for _, set := range d.pending {
-		set(s)
+	for _, o := range d.pending {
+		if err := s.Put(o.kind, o.key, o.obj); err != nil { // not of its kind's type: a bug
+			return nil, &Error{File: file, Err: err}
+		}
 	}
 	return warnings, nil
 }

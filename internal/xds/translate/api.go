@@ -13,7 +13,7 @@
 // hostname's table only, instead of the listener's whole table.
 //
 // Forwarded connections and datagrams (tcp.go, udp.go): a TCP route
-// (TLSRoute, TCPRoute) is the tcp_proxy filter of its chain, on a TCP
+// (of a TLS or TCP route) is the tcp_proxy filter of its chain, on a TCP
 // listener or, selected by SNI beside HTTPS chains on one port, on an
 // HTTPS listener, terminating TLS or passing it through; a UDP listener is
 // a udp_proxy listener filter, split by weight on the client's source

@@ -283,7 +283,7 @@ func (t *translator) clusterEntry(c *ir.Cluster) (*entry, error) {
 }
 
 // http2ProtocolOptions makes Envoy speak HTTP/2 (h2c, or h2 over TLS) to the
-// endpoints, as GRPCRoute backends and appProtocol h2c/grpc require.
+// endpoints, as gRPC route backends and appProtocol h2c/grpc require.
 func http2ProtocolOptions() (*anypb.Any, error) {
 	return toAny("upstream HTTP/2 options", &httpv3.HttpProtocolOptions{
 		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{

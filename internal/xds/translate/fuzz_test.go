@@ -57,12 +57,12 @@ func fuzzGateway(host, sni, path string, pathKind uint8, regex, header, value, r
 		{Name: "any", Hostname: "*", Routes: routes[2:]},
 	}}
 	// TCP and UDP routes, weighted like the HTTP route's backends.
-	l4 := func(name string, a, b string) *ir.TCPRoute {
-		return &ir.TCPRoute{Name: name + "/" + value, Backends: []ir.WeightedBackend{
+	l4 := func(name string, a, b string) *ir.TCPForward {
+		return &ir.TCPForward{Name: name + "/" + value, Backends: []ir.WeightedBackend{
 			{Cluster: a, Weight: w1}, {Cluster: b, Weight: w2}, {Invalid: true, Weight: w2 / 2},
 		}}
 	}
-	udp := ir.UDPRoute(*l4("udp", "ns/u/53/udp", "ns/v/53/udp"))
+	udp := ir.UDPForward(*l4("udp", "ns/u/53/udp", "ns/v/53/udp"))
 	return &ir.Gateway{
 		Namespace: "ns", Name: "gw",
 		Listeners: []*ir.Listener{

@@ -18,7 +18,7 @@ func TestL4PortsPerTransport(t *testing.T) {
 	}
 	g = l4Gateway()
 	g.Listeners = append(g.Listeners, &ir.Listener{Name: "udp-53-again", Port: 53, Protocol: ir.ProtocolUDP,
-		UDP: &ir.UDPRoute{Name: "udproute/default/dns2/rule/0", Backends: []ir.WeightedBackend{to(clusterDNSA, 1)}}})
+		UDP: &ir.UDPForward{Name: "udproute/default/dns2/rule/0", Backends: []ir.WeightedBackend{to(clusterDNSA, 1)}}})
 	if _, err := Translate(g); err == nil || !strings.Contains(err.Error(), "both use port 53") {
 		t.Fatalf("two UDP listeners on port 53: err %v, want both use port 53", err)
 	}

@@ -34,8 +34,8 @@ const (
 	clusterWeb  = "default/web/80"
 )
 
-func tcpRoute(name string, backends ...ir.WeightedBackend) *ir.TCPRoute {
-	return &ir.TCPRoute{Name: name, Backends: backends}
+func tcpRoute(name string, backends ...ir.WeightedBackend) *ir.TCPForward {
+	return &ir.TCPForward{Name: name, Backends: backends}
 }
 
 func to(cluster string, w uint32) ir.WeightedBackend {
@@ -70,7 +70,7 @@ func l4Gateway() *ir.Gateway {
 				{Name: "tcp-9000", TCP: tcpRoute("tcproute/default/split/rule/0",
 					to(clusterTCPA, 3), to(clusterTCPC, 0), ir.WeightedBackend{Invalid: true, Weight: 1})},
 			}},
-			{Name: "udp-53", Port: 53, Protocol: ir.ProtocolUDP, UDP: &ir.UDPRoute{Name: "udproute/default/dns/rule/0",
+			{Name: "udp-53", Port: 53, Protocol: ir.ProtocolUDP, UDP: &ir.UDPForward{Name: "udproute/default/dns/rule/0",
 				Backends: []ir.WeightedBackend{to(clusterDNSA, 1), to(clusterDNSB, 1)}}},
 		},
 		Clusters: []*ir.Cluster{
@@ -402,7 +402,7 @@ func TestL4Errors(t *testing.T) {
 		}, "tcp-9000", "routes no HTTP"},
 		"TCP listener without TCP": {func(g *ir.Gateway) { g.Listeners[1].FilterChains[0].TCP = nil }, "tcp-9000", "forwards connections"},
 		"UDP route on TCP listener": {func(g *ir.Gateway) {
-			g.Listeners[1].UDP = &ir.UDPRoute{Name: "x", Backends: []ir.WeightedBackend{to(clusterDNSA, 1)}}
+			g.Listeners[1].UDP = &ir.UDPForward{Name: "x", Backends: []ir.WeightedBackend{to(clusterDNSA, 1)}}
 		}, "tcp-9000", "has no UDP route"},
 		"HTTP listener forwarding": {func(g *ir.Gateway) {
 			g.Listeners[1].Protocol = ir.ProtocolHTTP
@@ -504,12 +504,12 @@ func cowListener(g *ir.Gateway, i int) (*ir.Gateway, *ir.Listener) {
 	for k, fc := range l.FilterChains {
 		f := *fc
 		if f.TCP != nil {
-			f.TCP = &ir.TCPRoute{Name: f.TCP.Name, Backends: slices.Clone(f.TCP.Backends)}
+			f.TCP = &ir.TCPForward{Name: f.TCP.Name, Backends: slices.Clone(f.TCP.Backends)}
 		}
 		l.FilterChains[k] = &f
 	}
 	if l.UDP != nil {
-		l.UDP = &ir.UDPRoute{Name: l.UDP.Name, Backends: slices.Clone(l.UDP.Backends)}
+		l.UDP = &ir.UDPForward{Name: l.UDP.Name, Backends: slices.Clone(l.UDP.Backends)}
 	}
 	c.Listeners[i] = &l
 	return c, &l

@@ -287,7 +287,7 @@ func sameListener(a, b *ir.Listener) bool {
 		return true
 	}
 	if a.Name != b.Name || a.Port != b.Port || a.Protocol != b.Protocol || len(a.FilterChains) != len(b.FilterChains) ||
-		!sameL4Route((*ir.TCPRoute)(a.UDP), (*ir.TCPRoute)(b.UDP)) {
+		!sameL4Route((*ir.TCPForward)(a.UDP), (*ir.TCPForward)(b.UDP)) {
 		return false
 	}
 	for i, fa := range a.FilterChains {
@@ -306,7 +306,7 @@ func sameListener(a, b *ir.Listener) bool {
 
 // sameL4Route reports whether two TCP routes (or UDP routes, which have
 // the same fields) are equal.
-func sameL4Route(a, b *ir.TCPRoute) bool {
+func sameL4Route(a, b *ir.TCPForward) bool {
 	if a == nil || b == nil {
 		return a == b
 	}

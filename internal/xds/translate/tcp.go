@@ -1,7 +1,7 @@
 package translate
 
-// Forwarding of whole connections (ir.TCPRoute: TLSRoute and TCPRoute)
-// and of datagrams (ir.UDPRoute, udp.go).
+// Forwarding of whole connections (ir.TCPForward: TLS and TCP routes) and
+// of datagrams (ir.UDPForward, udp.go).
 //
 // A TCP route becomes the tcp_proxy network filter of its filter chain:
 //
@@ -126,7 +126,7 @@ func scaledWeights(cs []weighted) []uint32 {
 
 // tcpProxyFilter is the tcp_proxy filter forwarding the connections of
 // route r; fallbackStat is the stat prefix when r has no name.
-func (t *translator) tcpProxyFilter(r *ir.TCPRoute, fallbackStat string) (*listenerv3.Filter, error) {
+func (t *translator) tcpProxyFilter(r *ir.TCPForward, fallbackStat string) (*listenerv3.Filter, error) {
 	targets, err := t.l4Targets(r.Backends, false)
 	if err != nil {
 		return nil, fmt.Errorf("TCP route %q: %w", r.Name, err)
