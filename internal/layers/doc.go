@@ -4,12 +4,22 @@
 // import fails a test rather than waiting for a review. A failure names
 // the import chain that leads to the forbidden package.
 //
-// The rules (layers_test.go) are the edges that must not exist:
+// The rules (layers_test.go) are the edges that must not exist, directly
+// or through other packages:
 //
 //   - the Gateway API semantics (internal/gatewayapi) and what they share
 //     with the proxies' reconciler (internal/proxyspec) import no
 //     controller code: neither internal/infra nor controller-runtime (nor,
 //     for proxyspec, client-go);
+//   - the semantics do not import the incremental engine
+//     (internal/incremental), which calls them; the engine imports neither
+//     internal/infra, controller-runtime nor internal/xds;
+//   - the certificates (internal/pki), every package of the xDS server and
+//     translator (internal/xds/...) and every package of the semantics
+//     (internal/gatewayapi/...) import nothing that imports client-go or
+//     controller-runtime: they run alike in the controller and in
+//     `portico standalone`, and what reads and writes the certificates'
+//     Secrets is internal/pki/certstore (not under the rule);
 //   - the translation loop (internal/pipeline) imports no renderer
 //     (internal/render): it hands out its Results, and internal/admin
 //     renders the debug views from them;
