@@ -28,4 +28,15 @@
 // Only the packages proper are checked, not their tests: a test may well
 // check across layers (gatewayapi's tests render what the translator
 // accepts with infra.Render).
+//
+// architecture_test.go holds the map to the same graph: the package table
+// of docs/architecture.md must have one row for every package of the
+// module under internal/, cmd/ and api/, none for anything else, and in
+// each row's last column exactly the package's direct imports of the
+// module's packages (non-test files, for the platform the test runs on),
+// named below internal/ ("xds/translate") or else by their path in the
+// module ("api/v1alpha1"), "—" for none, in any order. A row names one
+// package (no grouping: the parser stays small and each row can be
+// checked). A failure prints each wrong or missing row as it should be,
+// ready to paste, with "…" where a new row must say what it owns.
 package layers
