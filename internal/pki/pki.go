@@ -8,9 +8,10 @@
 // in the Secret portico-ca of the controller namespace, the serving
 // certificate in portico-xds-tls, one client certificate Secret per
 // Gateway, applied by the leader and watched by every replica — is
-// internal/pki/certstore, which talks to the API server. The xDS server
-// and the `portico certs` command use this package without the
-// Kubernetes client libraries (a test in internal/layers enforces it).
+// internal/pki/certstore, which talks to the API server. So the xDS
+// server, which `portico standalone` runs too, verifies identities
+// without depending on the Kubernetes client libraries; a test in
+// internal/layers keeps this package free of them.
 //
 // A client certificate's identity is its only Portico URI SAN,
 //
