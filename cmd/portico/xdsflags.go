@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/portico-dev/portico/internal/controller"
-	"github.com/portico-dev/portico/internal/pki"
+	"github.com/portico-dev/portico/internal/pki/certstore"
 	"github.com/portico-dev/portico/internal/xds/server"
 )
 
@@ -60,8 +60,8 @@ func (f *xdsFlags) check() error {
 	if *f.maxAge < 0 || *f.maxAgeGrace < 0 {
 		return errors.New("--xds-max-connection-age and --xds-max-connection-age-grace must not be negative")
 	}
-	if f.certValidity != nil && *f.certValidity < pki.MinClientValidity {
-		return fmt.Errorf("--xds-client-cert-validity %v is shorter than %v", *f.certValidity, pki.MinClientValidity)
+	if f.certValidity != nil && *f.certValidity < certstore.MinClientValidity {
+		return fmt.Errorf("--xds-client-cert-validity %v is shorter than %v", *f.certValidity, certstore.MinClientValidity)
 	}
 	return nil
 }
@@ -120,8 +120,8 @@ func (t *standaloneTLSFlags) configure(srv *server.Server, xf *xdsFlags, log *sl
 
 // addClientCertValidity adds the controller's --xds-client-cert-validity.
 func (f *xdsFlags) addClientCertValidity(fs *flag.FlagSet) {
-	f.certValidity = fs.Duration("xds-client-cert-validity", pki.DefaultClientValidity, "validity of the proxies' xDS "+
-		"client certificates; the leader renews them two thirds into it (at least "+pki.MinClientValidity.String()+")")
+	f.certValidity = fs.Duration("xds-client-cert-validity", certstore.DefaultClientValidity, "validity of the proxies' xDS "+
+		"client certificates; the leader renews them two thirds into it (at least "+certstore.MinClientValidity.String()+")")
 }
 
 // security is the controller's xDS security settings of the flags.

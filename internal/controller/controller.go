@@ -24,7 +24,7 @@ import (
 	"github.com/portico-dev/portico/internal/leader"
 	"github.com/portico-dev/portico/internal/metrics"
 	"github.com/portico-dev/portico/internal/pipeline"
-	"github.com/portico-dev/portico/internal/pki"
+	"github.com/portico-dev/portico/internal/pki/certstore"
 	"github.com/portico-dev/portico/internal/provider/kube"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/status"
@@ -160,9 +160,9 @@ type Controller struct {
 	pipeline *pipeline.Pipeline
 	xds      *xdsserver.Server
 	writer   *status.Writer
-	infra    *infra.Reconciler // nil unless Options.Provision
-	certs    *pki.Manager      // nil unless Options.XDSTLS
-	serving  *pki.ServingSource
+	infra    *infra.Reconciler  // nil unless Options.Provision
+	certs    *certstore.Manager // nil unless Options.XDSTLS
+	serving  *certstore.ServingSource
 	termWG   sync.WaitGroup // goroutines of leadership terms
 	elector  *leader.Elector
 	admin    *admin.Server
@@ -236,7 +236,7 @@ func New(opts Options) (*Controller, error) {
 				dns = append(dns, san)
 			}
 		}
-		c.certs, err = pki.NewManager(pki.Config{
+		c.certs, err = certstore.NewManager(certstore.Config{
 			Client: cl, Namespace: opts.Namespace, DNSNames: dns, IPs: ips,
 			ClientValidity: opts.XDSSecurity.ClientCertValidity,
 			Log:            log.With("component", "pki"),
@@ -244,7 +244,7 @@ func New(opts Options) (*Controller, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.serving = pki.NewServingSource(cs, opts.Namespace, log.With("component", "pki"))
+		c.serving = certstore.NewServingSource(cs, opts.Namespace, log.With("component", "pki"))
 		c.xds.TLS = xdsserver.TLSConfig(c.serving)
 	}
 	if opts.Provision {

@@ -13,7 +13,7 @@ import (
 //
 // With Options.XDSTLS, each Gateway's proxies get a client certificate
 // naming the Gateway and its UID, valid ClientCertValidity (default
-// pki.DefaultClientValidity, one day) and renewed by the leader two thirds
+// certstore.DefaultClientValidity, one day) and renewed by the leader two thirds
 // into it; every replica refuses a certificate whose UID is not that of the
 // current Gateway of its name (its informer cache's), and closes the
 // connections of one that stops being so (the Gateway deleted or

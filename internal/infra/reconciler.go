@@ -416,7 +416,7 @@ func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desir
 	if err != nil {
 		return err
 	}
-	opts := []client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}
+	opts := []client.ApplyOption{client.FieldOwner(proxyspec.FieldManager), client.ForceOwnership}
 	write := func(objs ...runtime.ApplyConfiguration) error {
 		for _, obj := range objs {
 			if err := r.cfg.Client.Apply(ctx, obj, opts...); err != nil {

@@ -192,7 +192,7 @@ func TestReconcilerDisruptionBudgetAndAutoscaler(t *testing.T) {
 		checkControlledBy(t, &pdb, gw)
 
 		dep := a.deployment(t, gw)
-		if ownsReplicas(dep.ManagedFields, FieldManager) {
+		if ownsReplicas(dep.ManagedFields, proxyspec.FieldManager) {
 			t.Errorf("Portico owns the replicas of an autoscaled Deployment")
 		}
 		// The autoscaler scales; Portico's next apply leaves it be.
@@ -239,7 +239,7 @@ func TestReconcilerDisruptionBudgetAndAutoscaler(t *testing.T) {
 		if got := *dep.Spec.Replicas; got != 5 {
 			t.Errorf("after autoscaling was turned on, replicas = %d, want 5 kept until the autoscaler scales", got)
 		}
-		if ownsReplicas(dep.ManagedFields, FieldManager) || !ownsReplicas(dep.ManagedFields, ReplicasFieldManager) {
+		if ownsReplicas(dep.ManagedFields, proxyspec.FieldManager) || !ownsReplicas(dep.ManagedFields, ReplicasFieldManager) {
 			t.Errorf("replicas managers: %v", managersOf(dep))
 		}
 		a.scale(t, dep, 2)

@@ -21,7 +21,7 @@ import (
 // Without autoscaling, Portico: its apply configuration sets
 // spec.replicas, and a change by anyone else is restored. With
 // autoscaling, the HorizontalPodAutoscaler: Portico's configuration has no
-// replicas, so that its applies (field manager FieldManager, forced) never
+// replicas, so that its applies (field manager proxyspec.FieldManager, forced) never
 // reset what the autoscaler wrote through the scale subresource.
 //
 // Dropping a field from a server-side apply configuration removes it from
@@ -49,7 +49,7 @@ func (r *Reconciler) handOverReplicas(ctx context.Context, ns, name string) erro
 		return nil
 	case err != nil:
 		return err
-	case live.Spec.Replicas == nil || !ownsReplicas(live.ManagedFields, FieldManager):
+	case live.Spec.Replicas == nil || !ownsReplicas(live.ManagedFields, proxyspec.FieldManager):
 		return nil
 	}
 	keep := appsv1ac.Deployment(name, ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(*live.Spec.Replicas))

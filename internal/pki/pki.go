@@ -1,10 +1,17 @@
 // Package pki is Portico's small certificate authority for xDS mTLS.
 //
-// The leader keeps a CA in the Secret portico-ca of the controller namespace,
-// issues the xDS serving certificate (Secret portico-xds-tls) and one client
-// certificate per Gateway (see Manager). Every replica serves xDS with the
-// serving certificate and reloads it when the Secret changes (see
-// ServingSource).
+// It is the certificates alone: making a CA, issuing the xDS serving
+// certificate and the proxies' client certificates, parsing and encoding
+// them, when they are due for renewal, and the identity a client
+// certificate names, which the xDS server (internal/xds/server) verifies.
+// It reads and writes nothing: where the certificates are kept — the CA
+// in the Secret portico-ca of the controller namespace, the serving
+// certificate in portico-xds-tls, one client certificate Secret per
+// Gateway, applied by the leader and watched by every replica — is
+// internal/pki/certstore, which talks to the API server. So the xDS
+// server, which `portico standalone` runs too, verifies identities
+// without depending on the Kubernetes client libraries; a test in
+// internal/layers keeps this package free of them.
 //
 // A client certificate's identity is its only Portico URI SAN,
 //
@@ -45,6 +52,20 @@ const (
 	uriScheme = "spiffe"
 	uriHost   = "portico.dev"
 )
+
+// ServiceName is the name of the xDS Service in the controller namespace.
+const ServiceName = "portico-xds"
+
+// ServerDNSNames are the DNS names of the xDS Service in namespace ns, all
+// of which the serving certificate carries.
+func ServerDNSNames(ns string) []string {
+	return []string{
+		ServiceName,
+		ServiceName + "." + ns,
+		ServiceName + "." + ns + ".svc",
+		ServiceName + "." + ns + ".svc.cluster.local",
+	}
+}
 
 // Backdate is how far before "now" a certificate's validity starts, so that
 // peers whose clocks are a little behind accept it.

@@ -18,6 +18,12 @@ const (
 	LabelGatewayAPIName = "gateway.networking.k8s.io/gateway-name"
 )
 
+// FieldManager is the field manager of Portico's server-side applies:
+// the provisioned proxy objects (internal/infra) and the certificate
+// Secrets (internal/pki/certstore). It is here, with the names and labels
+// they share, so that certstore need not import infra.
+const FieldManager = "portico"
+
 // MaxGatewayNameLength is the longest Gateway name Portico provisions
 // proxies for: the name is the value of the labels LabelGatewayName and
 // LabelGatewayAPIName, and a label value has at most 63 characters.

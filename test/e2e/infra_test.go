@@ -17,7 +17,6 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/api/v1alpha1"
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
@@ -133,8 +132,8 @@ func TestGatewayProxiesLifecycle(t *testing.T) {
 				managers[mf.Manager] = mf.Operation
 			}
 		}
-		if managers[infra.FieldManager] != metav1.ManagedFieldsOperationApply || len(managers) != 1 {
-			t.Errorf("%T spec managers = %v, want only %q (Apply)", o, managers, infra.FieldManager)
+		if managers[proxyspec.FieldManager] != metav1.ManagedFieldsOperationApply || len(managers) != 1 {
+			t.Errorf("%T spec managers = %v, want only %q (Apply)", o, managers, proxyspec.FieldManager)
 		}
 		if o.GetLabels()["team"] != "edge" {
 			t.Errorf("%T did not get spec.infrastructure labels: %v", o, o.GetLabels())

@@ -48,17 +48,17 @@ func controlledBy(o client.Object, gw *gwv1.Gateway) error {
 		return fmt.Errorf("%T owner references = %+v, want the Gateway %s as controller", o, refs, gw.UID)
 	}
 	for _, mf := range o.GetManagedFields() {
-		if mf.Manager == infra.FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply && mf.Subresource == "" {
+		if mf.Manager == proxyspec.FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply && mf.Subresource == "" {
 			return nil
 		}
 	}
-	return fmt.Errorf("%T not applied by %s", o, infra.FieldManager)
+	return fmt.Errorf("%T not applied by %s", o, proxyspec.FieldManager)
 }
 
 // appliesReplicas reports whether Portico's apply of d owns spec.replicas.
 func appliesReplicas(d *appsv1.Deployment) bool {
 	for _, mf := range d.ManagedFields {
-		if mf.Manager != infra.FieldManager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.Subresource != "" || mf.FieldsV1 == nil {
+		if mf.Manager != proxyspec.FieldManager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.Subresource != "" || mf.FieldsV1 == nil {
 			continue
 		}
 		var set struct {

@@ -16,6 +16,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/pki"
+	"github.com/portico-dev/portico/internal/pki/certstore"
 	"github.com/portico-dev/portico/internal/testenv"
 	"github.com/portico-dev/portico/internal/testenv/dataplane"
 )
@@ -37,10 +38,10 @@ func rotateClientCert(t *testing.T, k8s client.Client, ctrl *testenv.Process, en
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var caSec corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "portico-system", Name: pki.CASecretName}, &caSec); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "portico-system", Name: certstore.CASecretName}, &caSec); err != nil {
 		t.Fatal(err)
 	}
-	ca, err := pki.ParseCA(caSec.Data[pki.CACertKey], caSec.Data[pki.CAKeyKey])
+	ca, err := pki.ParseCA(caSec.Data[certstore.CACertKey], caSec.Data[certstore.CAKeyKey])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func rotateClientCert(t *testing.T, k8s client.Client, ctrl *testenv.Process, en
 		t.Fatalf("the container mounts nothing at %s", xdsCertMount)
 	}
 	swapVolume(t, filepath.Join(dir, fmt.Sprintf("vol%d", vol)), map[string][]byte{
-		pki.CertKey: certPEM, pki.KeyKey: keyPEM,
+		certstore.CertKey: certPEM, certstore.KeyKey: keyPEM,
 	})
 
 	eventually(t, 30*time.Second, "Envoy using the rotated client certificate "+serial, func() error {

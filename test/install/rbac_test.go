@@ -34,7 +34,6 @@ import (
 
 	"github.com/portico-dev/portico/api/v1alpha1"
 	"github.com/portico-dev/portico/internal/controller"
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/provider/kube"
 	"github.com/portico-dev/portico/internal/proxyspec"
 	"github.com/portico-dev/portico/internal/resource"
@@ -167,9 +166,9 @@ func TestControllerWithChartRBAC(t *testing.T) {
 				return false, fmt.Sprintf("%T: %v", o, err)
 			}
 			if !slices.ContainsFunc(o.GetManagedFields(), func(m metav1.ManagedFieldsEntry) bool {
-				return m.Manager == infra.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply
+				return m.Manager == proxyspec.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply
 			}) {
-				return false, fmt.Sprintf("%T %s not applied by %s", o, name, infra.FieldManager)
+				return false, fmt.Sprintf("%T %s not applied by %s", o, name, proxyspec.FieldManager)
 			}
 		}
 		return true, ""

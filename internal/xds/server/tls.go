@@ -14,9 +14,11 @@ import (
 )
 
 // CertSource provides the current serving certificate of the xDS server and
-// the pool of CAs its clients' certificates must chain to.
-// pki.ServingSource is one; it is asked on every TLS handshake, so a
-// rotated certificate or CA bundle is used without a restart.
+// the pool of CAs its clients' certificates must chain to. The
+// controller's is internal/pki/certstore's ServingSource (this package
+// does not import it, to stay free of the Kubernetes client libraries);
+// it is asked on every TLS handshake, so a rotated certificate or CA
+// bundle is used without a restart.
 type CertSource interface {
 	Current() (*tls.Certificate, *x509.CertPool, error)
 }

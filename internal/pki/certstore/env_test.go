@@ -1,4 +1,4 @@
-package pki_test
+package certstore_test
 
 // The Manager and ServingSource tests run against a real kube-apiserver and
 // etcd (controller-runtime envtest), found like test/integration does:

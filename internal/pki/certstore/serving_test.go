@@ -1,4 +1,4 @@
-package pki_test
+package certstore_test
 
 import (
 	"bytes"
@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/portico-dev/portico/internal/pki"
+	"github.com/portico-dev/portico/internal/pki/certstore"
 	"github.com/portico-dev/portico/internal/xds/server"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
@@ -52,13 +53,13 @@ func (b *syncBuffer) String() string {
 }
 
 // runSource runs a ServingSource for w's namespace until the test ends.
-func runSource(t *testing.T, w *world, logs *syncBuffer) *pki.ServingSource {
+func runSource(t *testing.T, w *world, logs *syncBuffer) *certstore.ServingSource {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := pki.NewServingSource(cs, w.ns, slog.New(slog.NewTextHandler(logs, nil)))
+	src := certstore.NewServingSource(cs, w.ns, slog.New(slog.NewTextHandler(logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx) }()
@@ -77,7 +78,7 @@ func runSource(t *testing.T, w *world, logs *syncBuffer) *pki.ServingSource {
 }
 
 // serveXDS serves one cluster to gateway ns/gw over mTLS from src.
-func serveXDS(t *testing.T, src *pki.ServingSource, gateway string) string {
+func serveXDS(t *testing.T, src *certstore.ServingSource, gateway string) string {
 	t.Helper()
 	srv := server.New(nil, nil)
 	srv.TLS = server.TLSConfig(src)
@@ -163,7 +164,7 @@ func fetchClusters(cfg *tls.Config, addr, cluster string) ([]string, error) {
 }
 
 func TestServingSourceFollowsSecret(t *testing.T) {
-	w := newWorld(t, func(c *pki.Config) { c.ServerValidity = 3 * time.Hour })
+	w := newWorld(t, func(c *certstore.Config) { c.ServerValidity = 3 * time.Hour })
 	logs := &syncBuffer{}
 	src := runSource(t, w, logs)
 	gateway := w.ns + "/web"
@@ -174,7 +175,7 @@ func TestServingSourceFollowsSecret(t *testing.T) {
 	if src.Ready() {
 		t.Fatal("ready without a serving secret")
 	}
-	if _, _, err := src.Current(); !errors.Is(err, pki.ErrNotReady) {
+	if _, _, err := src.Current(); !errors.Is(err, certstore.ErrNotReady) {
 		t.Fatalf("Current before the secret: %v", err)
 	}
 	w.gateway("web")
@@ -250,7 +251,7 @@ func TestServingSourceRunLeavesNoGoroutines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := pki.NewServingSource(cs, w.ns, nil)
+	src := certstore.NewServingSource(cs, w.ns, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx) }()

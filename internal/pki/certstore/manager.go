@@ -1,4 +1,4 @@
-package pki
+package certstore
 
 import (
 	"bytes"
@@ -23,15 +23,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/internal/infra"
+	"github.com/portico-dev/portico/internal/pki"
 	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
-// Names of the Secrets and Service in the controller namespace.
+// Names of the Secrets in the controller namespace.
 const (
 	CASecretName      = "portico-ca"      // ca.crt (active CA first, then older ones), ca.key
 	ServingSecretName = "portico-xds-tls" // tls.crt, tls.key, ca.crt
-	ServiceName       = "portico-xds"
 )
 
 // Secret keys.
@@ -57,17 +56,6 @@ const (
 	DefaultCheckInterval = time.Hour
 )
 
-// ServerDNSNames are the DNS names of the xDS Service in namespace ns, all
-// of which the serving certificate carries.
-func ServerDNSNames(ns string) []string {
-	return []string{
-		ServiceName,
-		ServiceName + "." + ns,
-		ServiceName + "." + ns + ".svc",
-		ServiceName + "." + ns + ".svc.cluster.local",
-	}
-}
-
 // Config configures a Manager.
 type Config struct {
 	// Client reads and writes Secrets and reads Gateways. Its reads must
@@ -78,7 +66,7 @@ type Config struct {
 	// Namespace is the controller namespace (CA and serving Secrets).
 	Namespace string
 	// DNSNames and IPs are added to the serving certificate's SANs, after
-	// ServerDNSNames(Namespace).
+	// pki.ServerDNSNames(Namespace).
 	DNSNames []string
 	IPs      []net.IP
 	// Validities of new certificates; zero means the default. A
@@ -128,7 +116,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	cfg.DNSNames = dedupe(append(ServerDNSNames(cfg.Namespace), cfg.DNSNames...))
+	cfg.DNSNames = dedupe(append(pki.ServerDNSNames(cfg.Namespace), cfg.DNSNames...))
 	return &Manager{cfg: cfg}, nil
 }
 
@@ -180,7 +168,7 @@ func (m *Manager) check(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	next := RenewalTime(st.ca.Certificate())
+	next := pki.RenewalTime(st.ca.Certificate())
 	for _, old := range st.certs[1:] {
 		next = earliest(next, old.NotAfter) // leaves the bundle then
 	}
@@ -188,7 +176,7 @@ func (m *Manager) check(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	next = earliest(next, RenewalTime(leaf))
+	next = earliest(next, pki.RenewalTime(leaf))
 
 	var list corev1.SecretList
 	if err := m.cfg.Client.List(ctx, &list,
@@ -214,12 +202,12 @@ func (m *Manager) check(ctx context.Context) (time.Time, error) {
 			// reconciler deletes the Secret.
 			continue
 		}
-		leaf, err := m.ensureClient(ctx, now, st, Identity{ns, gw, uid}, sec, owners)
+		leaf, err := m.ensureClient(ctx, now, st, pki.Identity{Namespace: ns, Name: gw, UID: uid}, sec, owners)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		next = earliest(next, RenewalTime(leaf))
+		next = earliest(next, pki.RenewalTime(leaf))
 	}
 	return next, errors.Join(errs...)
 }
@@ -246,7 +234,7 @@ func (m *Manager) EnsureClientCert(ctx context.Context, ns, gw string) error {
 	if err != nil {
 		return err
 	}
-	_, err = m.ensureClient(ctx, now, st, Identity{ns, gw, string(g.UID)}, sec, owner)
+	_, err = m.ensureClient(ctx, now, st, pki.Identity{Namespace: ns, Name: gw, UID: string(g.UID)}, sec, owner)
 	return err
 }
 
@@ -283,7 +271,7 @@ func (m *Manager) DeleteClientCert(ctx context.Context, ns, gw string) error {
 
 // caState is the CA that signs, and the bundle of CAs to trust.
 type caState struct {
-	ca     *CA
+	ca     *pki.CA
 	certs  []*x509.Certificate // trusted CAs, active first
 	bundle []byte              // certs, PEM-encoded
 	pool   *x509.CertPool
@@ -296,20 +284,20 @@ func (m *Manager) ensureCA(ctx context.Context, now time.Time) (*caState, error)
 	if err != nil {
 		return nil, err
 	}
-	var ca *CA
+	var ca *pki.CA
 	var trusted []*x509.Certificate
 	if sec != nil {
-		ca, err = ParseCA(sec.Data[CACertKey], sec.Data[CAKeyKey])
+		ca, err = pki.ParseCA(sec.Data[CACertKey], sec.Data[CAKeyKey])
 		if err != nil {
 			m.cfg.Log.Error("CA secret unusable, creating a new CA", "secret", CASecretName, "error", err)
 		}
-		if certs, err := ParseCertificates(sec.Data[CACertKey]); err == nil {
+		if certs, err := pki.ParseCertificates(sec.Data[CACertKey]); err == nil {
 			trusted = certs
 		}
 	}
 	rotated := false
-	if ca == nil || NeedsRenewal(ca.CertPEM(), now) {
-		next, err := NewCA(now, m.cfg.CAValidity)
+	if ca == nil || pki.NeedsRenewal(ca.CertPEM(), now) {
+		next, err := pki.NewCA(now, m.cfg.CAValidity)
 		if err != nil {
 			return nil, err
 		}
@@ -327,7 +315,7 @@ func (m *Manager) ensureCA(ctx context.Context, now time.Time) (*caState, error)
 			bundle = append(bundle, c)
 		}
 	}
-	st := &caState{ca: ca, certs: bundle, bundle: EncodeCertificates(bundle), pool: x509.NewCertPool()}
+	st := &caState{ca: ca, certs: bundle, bundle: pki.EncodeCertificates(bundle), pool: x509.NewCertPool()}
 	for _, c := range bundle {
 		st.pool.AddCert(c)
 	}
@@ -391,12 +379,12 @@ func (m *Manager) ensureServing(ctx context.Context, now time.Time, st *caState)
 // if absent) current, with the given owner references, and returns its
 // certificate. A certificate that names another identity (another UID: the
 // Gateway was re-created) is replaced at once.
-func (m *Manager) ensureClient(ctx context.Context, now time.Time, st *caState, id Identity,
+func (m *Manager) ensureClient(ctx context.Context, now time.Time, st *caState, id pki.Identity,
 	sec *corev1.Secret, owners []*metav1ac.OwnerReferenceApplyConfiguration) (*x509.Certificate, error) {
 	ns, gw := id.Namespace, id.Name
 	leaf := validLeaf(sec, st.pool, x509.ExtKeyUsageClientAuth, now)
 	if leaf != nil {
-		if have, ok := IdentityFromCert(leaf); !ok || have != id {
+		if have, ok := pki.IdentityFromCert(leaf); !ok || have != id {
 			leaf = nil
 		}
 	}
@@ -442,7 +430,7 @@ func validLeaf(sec *corev1.Secret, pool *x509.CertPool, usage x509.ExtKeyUsage, 
 		return nil
 	}
 	leaf, err := firstCert(certPEM)
-	if err != nil || NeedsRenewal(certPEM, now) {
+	if err != nil || pki.NeedsRenewal(certPEM, now) {
 		return nil
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
@@ -508,7 +496,7 @@ func (m *Manager) get(ctx context.Context, ns, name string) (*corev1.Secret, err
 }
 
 func (m *Manager) apply(ctx context.Context, ac *corev1ac.SecretApplyConfiguration) error {
-	if err := m.cfg.Client.Apply(ctx, ac, client.FieldOwner(infra.FieldManager), client.ForceOwnership); err != nil {
+	if err := m.cfg.Client.Apply(ctx, ac, client.FieldOwner(proxyspec.FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("pki: apply secret %s/%s: %w", *ac.Namespace, *ac.Name, err)
 	}
 	m.cfg.Log.Debug("secret applied", "secret", *ac.Namespace+"/"+*ac.Name)
@@ -536,7 +524,7 @@ func ownerRefs(refs []metav1.OwnerReference) []*metav1ac.OwnerReferenceApplyConf
 }
 
 func firstCert(certPEM []byte) (*x509.Certificate, error) {
-	certs, err := ParseCertificates(certPEM)
+	certs, err := pki.ParseCertificates(certPEM)
 	if err != nil {
 		return nil, err
 	}

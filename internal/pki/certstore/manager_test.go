@@ -1,4 +1,4 @@
-package pki_test
+package certstore_test
 
 import (
 	"bytes"
@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/internal/infra"
 	"github.com/portico-dev/portico/internal/pki"
+	"github.com/portico-dev/portico/internal/pki/certstore"
 	"github.com/portico-dev/portico/internal/proxyspec"
 )
 
@@ -27,16 +27,16 @@ type world struct {
 	ctx   context.Context
 	ns    string
 	clock *clock
-	cfg   pki.Config
-	m     *pki.Manager
+	cfg   certstore.Config
+	m     *certstore.Manager
 }
 
-func newWorld(t *testing.T, tweak func(*pki.Config)) *world {
+func newWorld(t *testing.T, tweak func(*certstore.Config)) *world {
 	t.Helper()
 	needEnv(t)
 	w := &world{t: t, ctx: ctxT(t), clock: newClock()}
 	w.ns = newNamespace(t, w.ctx)
-	w.cfg = pki.Config{
+	w.cfg = certstore.Config{
 		Client:    k8s,
 		Namespace: w.ns,
 		IPs:       []net.IP{net.ParseIP("127.0.0.1")},
@@ -51,9 +51,9 @@ func newWorld(t *testing.T, tweak func(*pki.Config)) *world {
 
 // manager returns a new Manager of w's configuration (as a new leader
 // would create).
-func (w *world) manager() *pki.Manager {
+func (w *world) manager() *certstore.Manager {
 	w.t.Helper()
-	m, err := pki.NewManager(w.cfg)
+	m, err := certstore.NewManager(w.cfg)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -76,8 +76,8 @@ func (w *world) secret(ns, name string) *corev1.Secret {
 	return &s
 }
 
-func (w *world) caSecret() *corev1.Secret      { return w.secret(w.ns, pki.CASecretName) }
-func (w *world) servingSecret() *corev1.Secret { return w.secret(w.ns, pki.ServingSecretName) }
+func (w *world) caSecret() *corev1.Secret      { return w.secret(w.ns, certstore.CASecretName) }
+func (w *world) servingSecret() *corev1.Secret { return w.secret(w.ns, certstore.ServingSecretName) }
 
 // versions returns the resourceVersions of the given secrets.
 func versions(secrets ...*corev1.Secret) []string {
@@ -122,9 +122,9 @@ func verifyLeaf(t *testing.T, s *corev1.Secret, usage x509.ExtKeyUsage, now time
 func appliedByPortico(t *testing.T, s *corev1.Secret) {
 	t.Helper()
 	if !slices.ContainsFunc(s.ManagedFields, func(m metav1.ManagedFieldsEntry) bool {
-		return m.Manager == infra.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply
+		return m.Manager == proxyspec.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply
 	}) {
-		t.Errorf("secret %s not applied by field manager %q: %+v", s.Name, infra.FieldManager, s.ManagedFields)
+		t.Errorf("secret %s not applied by field manager %q: %+v", s.Name, proxyspec.FieldManager, s.ManagedFields)
 	}
 }
 
@@ -169,7 +169,7 @@ func TestManagerCreatesCAAndServingCert(t *testing.T) {
 }
 
 func TestManagerRenewsServingCert(t *testing.T) {
-	w := newWorld(t, func(c *pki.Config) { c.ServerValidity = 3 * time.Hour })
+	w := newWorld(t, func(c *certstore.Config) { c.ServerValidity = 3 * time.Hour })
 	w.ensure()
 	first := w.servingSecret()
 	caRV := w.caSecret().ResourceVersion
@@ -316,7 +316,7 @@ func TestEnsureClientCert(t *testing.T) {
 }
 
 func TestManagerRotatesCAWithOverlap(t *testing.T) {
-	w := newWorld(t, func(c *pki.Config) {
+	w := newWorld(t, func(c *certstore.Config) {
 		c.CAValidity = 30 * time.Hour
 		c.ServerValidity = 12 * time.Hour
 		c.ClientValidity = 12 * time.Hour
@@ -421,7 +421,7 @@ func TestManagerRunStopsWithContext(t *testing.T) {
 	go func() { done <- w.m.Run(ctx) }()
 	eventually(t, "serving secret created by Run", func() bool {
 		var s corev1.Secret
-		return k8s.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: pki.ServingSecretName}, &s) == nil
+		return k8s.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: certstore.ServingSecretName}, &s) == nil
 	})
 	cancel()
 	select {

@@ -1,4 +1,4 @@
-package pki
+package certstore
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/portico-dev/portico/internal/pki"
 )
 
 // ErrNotReady is returned by ServingSource.Current before a usable serving
@@ -109,7 +111,7 @@ func (s *ServingSource) Load(data map[string][]byte, version string) error {
 	if err != nil {
 		return fmt.Errorf("pki: serving certificate: %w", err)
 	}
-	pool, err := Pool(data[CACertKey])
+	pool, err := pki.Pool(data[CACertKey])
 	if err != nil {
 		return fmt.Errorf("pki: serving secret %s: %w", CACertKey, err)
 	}

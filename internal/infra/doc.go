@@ -2,7 +2,7 @@
 // ServiceAccount, a ConfigMap with the Envoy bootstrap, a Deployment, a
 // Service, a PodDisruptionBudget and, with autoscaling, a
 // HorizontalPodAutoscaler, applied with server-side apply (field manager
-// FieldManager) by the leader only.
+// proxyspec.FieldManager) by the leader only.
 //
 // What Render makes of a ProxyConfig, and why:
 //
@@ -94,6 +94,3 @@
 // internal/proxyspec, which the Gateway API stage shares without
 // depending on this package's controller code.
 package infra
-
-// FieldManager is the server-side apply field manager of every write.
-const FieldManager = "portico"

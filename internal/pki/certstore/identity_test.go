@@ -1,4 +1,4 @@
-package pki_test
+package certstore_test
 
 import (
 	"crypto/x509"
