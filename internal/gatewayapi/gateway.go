@@ -32,9 +32,8 @@ func (t *translator) processClasses() {
 		cs := &classState{obj: gc, accepted: true}
 		c := newConditions(gc.Generation)
 		if ref := gc.Spec.ParametersRef; ref != nil {
-			prevOwner := t.in.Own(resource.Ref{Kind: resource.KindGatewayClass, Key: resource.Key{Name: name}})
-			cs.proxy, cs.problem = t.classParams(ref)
-			t.in.Own(prevOwner)
+			class := t.readingFor(resource.Ref{Kind: resource.KindGatewayClass, Key: resource.Key{Name: name}})
+			cs.proxy, cs.problem = class.classParams(ref)
 		}
 		if cs.problem != nil {
 			cs.accepted = false
@@ -92,12 +91,12 @@ func (t *translator) processGateways() {
 		if cs == nil {
 			continue
 		}
-		prevOwner := t.in.Own(gatewayRef(k))
+		gt := t.readingFor(gatewayRef(k)) // reads for the Gateway
 		g := &gatewayState{obj: gw, proxy: cs.proxy}
 		var paramsProblem *problem
 		if gw.Spec.Infrastructure != nil && gw.Spec.Infrastructure.ParametersRef != nil {
 			var own *v1alpha1.ProxyConfigSpec
-			own, paramsProblem = t.gatewayParams(gw)
+			own, paramsProblem = gt.gatewayParams(gw)
 			if own != nil {
 				g.proxy = own
 			}
@@ -125,14 +124,13 @@ func (t *translator) processGateways() {
 				continue
 			}
 			seen[string(l.Name)] = true
-			g.own = append(g.own, t.newListener(g, nil, listenerSpec{
+			g.own = append(g.own, gt.newListener(g, nil, listenerSpec{
 				name: string(l.Name), hostname: l.Hostname, port: l.Port, protocol: l.Protocol,
 				tls: l.TLS, allowedRoutes: l.AllowedRoutes,
 			}, from))
 		}
 		t.gateways[k] = g
 		t.gwOrder = append(t.gwOrder, g)
-		t.in.Own(prevOwner)
 	}
 }
 
@@ -168,9 +166,8 @@ func (t *translator) processListenerSets() {
 		}
 		s := &listenerSetState{obj: ls, gw: g}
 		if al := g.obj.Spec.AllowedListeners; al != nil && al.Namespaces != nil {
-			prevOwner := t.in.Own(gatewayRef(g.key()))
-			s.allowed = newNSPolicy(al.Namespaces.From, al.Namespaces.Selector, gwv1.NamespacesFromNone, g.obj.Namespace).allows(t, ls.Namespace)
-			t.in.Own(prevOwner)
+			gt := t.readingFor(gatewayRef(g.key())) // the Gateway's policy reads for it
+			s.allowed = newNSPolicy(al.Namespaces.From, al.Namespaces.Selector, gwv1.NamespacesFromNone, g.obj.Namespace).allows(gt, ls.Namespace)
 		}
 		if s.allowed {
 			g.sets = append(g.sets, s)
@@ -182,9 +179,8 @@ func (t *translator) processListenerSets() {
 // finishListeners merges each Gateway's listeners with those of its
 // ListenerSets, detects conflicts and decides acceptance.
 func (t *translator) finishListeners() {
-	defer t.in.Own(t.in.Owner())
 	for _, g := range t.gwOrder {
-		t.in.Own(gatewayRef(g.key()))
+		gt := t.readingFor(gatewayRef(g.key())) // reads for the Gateway
 		sort.SliceStable(g.sets, func(i, j int) bool {
 			a, b := g.sets[i].obj, g.sets[j].obj
 			return olderFirst(a.CreationTimestamp, b.CreationTimestamp, a.Namespace, a.Name, b.Namespace, b.Name)
@@ -198,7 +194,7 @@ func (t *translator) finishListeners() {
 					continue
 				}
 				seen[string(e.Name)] = true
-				l := t.newListener(g, s, listenerSpec{
+				l := gt.newListener(g, s, listenerSpec{
 					name: string(e.Name), hostname: e.Hostname, port: e.Port, protocol: e.Protocol,
 					tls: e.TLS, allowedRoutes: e.AllowedRoutes,
 				}, from)
@@ -230,9 +226,8 @@ func (t *translator) finishListeners() {
 
 // gatewayStatuses emits the status of every Gateway and ListenerSet of ours.
 func (t *translator) gatewayStatuses() {
-	defer t.in.Own(t.in.Owner())
 	for _, g := range t.gwOrder {
-		t.in.Own(gatewayRef(g.key()))
+		gt := t.readingFor(gatewayRef(g.key())) // reads for the Gateway
 		gw := g.obj
 		c := newConditions(gw.Generation)
 		var bad []string
@@ -261,7 +256,7 @@ func (t *translator) gatewayStatuses() {
 		if t.opts.Infrastructure && g.invalid == nil && g.accepted {
 			// Programmed also needs proxies that can take traffic.
 			var p *problem
-			addresses, p = t.proxyReadiness(g)
+			addresses, p = gt.proxyReadiness(g)
 			if p != nil {
 				c.set(string(gwv1.GatewayConditionProgrammed), false, p.reason, p.message)
 			}

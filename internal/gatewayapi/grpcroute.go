@@ -1,7 +1,6 @@
 package gatewayapi
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
 
@@ -16,71 +15,18 @@ import (
 // without rules is treated as one rule matching every request, with no
 // backend.
 func (t *translator) compileGRPCRoute(rs *routeState, rules []gwv1.GRPCRouteRule) {
-	if len(rules) == 0 {
-		rules = []gwv1.GRPCRouteRule{{}}
-	}
-	rs.rules.total = len(rules)
-	names := ruleNames{}
-	for i := range rules {
-		if names.duplicate(rs, i, rules[i].Name) {
-			continue
-		}
-		t.compileGRPCRule(rs, i, &rules[i])
-	}
+	compileRules(rs, rules, gwv1.GRPCRouteRule{}, func(r *gwv1.GRPCRouteRule) *gwv1.SectionName { return r.Name }, t.compileGRPCRule)
 }
 
 func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRouteRule) {
-	matches := rule.Matches
-	if len(matches) == 0 {
-		matches = []gwv1.GRPCRouteMatch{{}}
+	irMatches, keys, ok := compileMatches(rs, idx, rule.Matches, grpcMatch)
+	if !ok {
+		return
 	}
-	irMatches := make([]ir.Match, len(matches))
-	keys := make([]precedence, len(matches))
-	for j := range matches {
-		m, k, err := grpcMatch(&matches[j])
-		if err != nil {
-			rs.rules.drop(idx, err.reason, fmt.Sprintf("match %d: %s", j, err.msg))
-			return
-		}
-		irMatches[j], keys[j] = m, k
-	}
-
-	var (
-		reqHdr, respHdr *ir.HeaderModifier
-		hostRewrite     *string // Host (:authority) set by the RequestHeaderModifier
-		mirrors         []*ir.Mirror
-		clusters        []*clusterDef
-		blocked         bool // a filter cannot be applied: answer 500
-		err             *ruleError
-	)
-	for _, f := range rule.Filters {
-		switch f.Type {
-		case gwv1.GRPCRouteFilterRequestHeaderModifier:
-			if reqHdr != nil {
-				err = unsupported("RequestHeaderModifier may be used once per rule")
-				break
-			}
-			reqHdr, hostRewrite, err = headerModifier(f.RequestHeaderModifier, "RequestHeaderModifier", true)
-		case gwv1.GRPCRouteFilterResponseHeaderModifier:
-			if respHdr != nil {
-				err = unsupported("ResponseHeaderModifier may be used once per rule")
-				break
-			}
-			respHdr, _, err = headerModifier(f.ResponseHeaderModifier, "ResponseHeaderModifier", false)
-		case gwv1.GRPCRouteFilterRequestMirror:
-			var m *ir.Mirror
-			var def *clusterDef
-			if m, def, err = t.mirror(rs, f.RequestMirror); m != nil {
-				mirrors = append(mirrors, m)
-				clusters = append(clusters, def)
-			}
-		case gwv1.GRPCRouteFilterExtensionRef:
-			blocked = true
-			rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), extensionMessage(f.ExtensionRef))
-		default:
-			blocked = true
-			rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), unsupportedFilterMessage(string(f.Type)))
-		}
+	var fs ruleFilters
+	for i := range rule.Filters {
+		f := &rule.Filters[i]
+		err := t.applyFilter(rs, &fs, filterFields{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier, f.RequestMirror, f.ExtensionRef})
 		if err != nil {
 			rs.rules.drop(idx, err.reason, err.msg)
 			return
@@ -90,33 +36,24 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 		rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), "sessionPersistence is not supported")
 		return
 	}
-	var set backendSet
-	for k, br := range rule.BackendRefs {
-		set.add(t.ruleBackend(rs, k, br.BackendObjectReference, len(br.Filters) > 0), br.Weight)
-	}
+	set := ruleBackends(t, rs, rule.BackendRefs, func(b *gwv1.GRPCBackendRef) (gwv1.BackendRef, bool) { return b.BackendRef, len(b.Filters) > 0 })
 
-	tmpl := ir.Route{RequestHeaders: reqHdr, ResponseHeaders: respHdr}
+	tmpl := ir.Route{RequestHeaders: fs.reqHdr, ResponseHeaders: fs.respHdr}
+	clusters := fs.clusters
 	fwd := set.forward()
 	switch {
-	case blocked || fwd == nil:
+	case fs.blocked || fwd == nil:
 		tmpl.DirectResponse = &ir.DirectResponse{Status: 500}
 		clusters = nil
 	default:
-		fwd.Mirrors = mirrors
-		if hostRewrite != nil {
-			fwd.URLRewrite = &ir.URLRewrite{Hostname: hostRewrite}
+		fwd.Mirrors = fs.mirrors
+		if fs.hostRewrite != nil {
+			fwd.URLRewrite = &ir.URLRewrite{Hostname: fs.hostRewrite}
 		}
 		tmpl.Forward = fwd
 		clusters = append(clusters, set.clusters...)
 	}
-	for j := range irMatches {
-		cr := &compiledRoute{ir: tmpl, key: keys[j], clusters: clusters}
-		cr.route = &cr.ir
-		cr.ir.Name = irRouteName(rs, idx, j)
-		cr.ir.Match = irMatches[j]
-		cr.key.setRoute(rs, idx, j)
-		rs.rules.routes = append(rs.rules.routes, cr)
-	}
+	rs.addRoutes(idx, tmpl, irMatches, keys, clusters)
 }
 
 // grpcMatch translates a GRPCRouteMatch into a path match on

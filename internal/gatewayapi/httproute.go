@@ -39,80 +39,28 @@ var defaultHTTPRule = gwv1.HTTPRouteRule{}
 // compileHTTPRoute translates the rules of an HTTPRoute. Invalid rules are
 // dropped with a message; backend problems are recorded for ResolvedRefs.
 func (t *translator) compileHTTPRoute(rs *routeState, rules []gwv1.HTTPRouteRule) {
-	if len(rules) == 0 {
-		rules = []gwv1.HTTPRouteRule{defaultHTTPRule}
-	}
-	rs.rules.total = len(rules)
-	names := ruleNames{}
-	for i := range rules {
-		if names.duplicate(rs, i, rules[i].Name) {
-			continue
-		}
-		t.compileHTTPRule(rs, i, &rules[i])
-	}
-}
-
-// ruleNames finds rule names used twice in a route. The Standard CRDs
-// reject such a route (v1.7.0); standalone input is not validated by an
-// API server, so the later rule of a name is dropped with UnsupportedValue
-// and the route is PartiallyInvalid, as an invalid rule makes it.
-type ruleNames map[gwv1.SectionName]int
-
-func (n ruleNames) duplicate(rs *routeState, idx int, name *gwv1.SectionName) bool {
-	if name == nil {
-		return false
-	}
-	if first, ok := n[*name]; ok {
-		rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue),
-			fmt.Sprintf("rule name %q is already used by rule %d; rule names must be unique", *name, first))
-		return true
-	}
-	n[*name] = idx
-	return false
+	compileRules(rs, rules, defaultHTTPRule, func(r *gwv1.HTTPRouteRule) *gwv1.SectionName { return r.Name }, t.compileHTTPRule)
 }
 
 func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRouteRule) {
-	matches := rule.Matches
-	if len(matches) == 0 {
-		matches = []gwv1.HTTPRouteMatch{{}}
+	irMatches, keys, ok := compileMatches(rs, idx, rule.Matches, httpMatch)
+	if !ok {
+		return
 	}
-	irMatches := make([]ir.Match, len(matches))
-	keys := make([]precedence, len(matches))
 	prefixOnly := true
-	for j := range matches {
-		m, k, err := httpMatch(&matches[j])
-		if err != nil {
-			rs.rules.drop(idx, err.reason, fmt.Sprintf("match %d: %s", j, err.msg))
-			return
-		}
-		irMatches[j], keys[j] = m, k
+	for _, m := range irMatches {
 		prefixOnly = prefixOnly && m.Path != nil && m.Path.Type == ir.PathPrefix
 	}
 
 	var (
-		reqHdr, respHdr *ir.HeaderModifier
-		hostRewrite     *string // Host set by the RequestHeaderModifier
-		redir           *ir.Redirect
-		rewrite         *ir.URLRewrite
-		mirrors         []*ir.Mirror
-		clusters        []*clusterDef
-		blocked         bool // a filter cannot be applied: answer 500
-		err             *ruleError
+		fs      ruleFilters
+		redir   *ir.Redirect
+		rewrite *ir.URLRewrite
 	)
-	for _, f := range rule.Filters {
+	for i := range rule.Filters {
+		f := &rule.Filters[i]
+		var err *ruleError
 		switch f.Type {
-		case gwv1.HTTPRouteFilterRequestHeaderModifier:
-			if reqHdr != nil {
-				err = unsupported("RequestHeaderModifier may be used once per rule")
-				break
-			}
-			reqHdr, hostRewrite, err = headerModifier(f.RequestHeaderModifier, "RequestHeaderModifier", true)
-		case gwv1.HTTPRouteFilterResponseHeaderModifier:
-			if respHdr != nil {
-				err = unsupported("ResponseHeaderModifier may be used once per rule")
-				break
-			}
-			respHdr, _, err = headerModifier(f.ResponseHeaderModifier, "ResponseHeaderModifier", false)
 		case gwv1.HTTPRouteFilterRequestRedirect:
 			if redir != nil {
 				err = unsupported("RequestRedirect may be used once per rule")
@@ -125,20 +73,8 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 				break
 			}
 			rewrite, err = urlRewrite(f.URLRewrite, prefixOnly)
-		case gwv1.HTTPRouteFilterRequestMirror:
-			var m *ir.Mirror
-			var def *clusterDef
-			if m, def, err = t.mirror(rs, f.RequestMirror); m != nil {
-				mirrors = append(mirrors, m)
-				clusters = append(clusters, def)
-			}
-		case gwv1.HTTPRouteFilterExtensionRef:
-			blocked = true
-			rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), extensionMessage(f.ExtensionRef))
 		default:
-			// CORS, ExternalAuth and types unknown to Portico.
-			blocked = true
-			rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), unsupportedFilterMessage(string(f.Type)))
+			err = t.applyFilter(rs, &fs, filterFields{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier, f.RequestMirror, f.ExtensionRef})
 		}
 		if err != nil {
 			rs.rules.drop(idx, err.reason, err.msg)
@@ -149,11 +85,11 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		rs.rules.drop(idx, string(gwv1.RouteReasonIncompatibleFilters), "RequestRedirect and URLRewrite cannot be used in the same rule")
 		return
 	}
-	if redir != nil && len(mirrors) > 0 {
+	if redir != nil && len(fs.mirrors) > 0 {
 		rs.rules.drop(idx, string(gwv1.RouteReasonIncompatibleFilters), "RequestMirror and RequestRedirect cannot be used in the same rule: a redirected request is not forwarded, so nothing would be mirrored")
 		return
 	}
-	if hostRewrite != nil && redir == nil {
+	if fs.hostRewrite != nil && redir == nil {
 		if rewrite != nil && rewrite.Hostname != nil {
 			rs.rules.drop(idx, string(gwv1.RouteReasonIncompatibleFilters), "the Host header is set by both RequestHeaderModifier and URLRewrite.hostname")
 			return
@@ -161,7 +97,7 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		if rewrite == nil {
 			rewrite = &ir.URLRewrite{}
 		}
-		rewrite.Hostname = hostRewrite
+		rewrite.Hostname = fs.hostRewrite
 	}
 	retry, rerr := retryPolicy(rule.Retry)
 	if rerr != nil {
@@ -177,14 +113,12 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		rs.rules.drop(idx, terr.reason, terr.msg)
 		return
 	}
-	var set backendSet
-	for k, br := range rule.BackendRefs {
-		set.add(t.ruleBackend(rs, k, br.BackendObjectReference, len(br.Filters) > 0), br.Weight)
-	}
+	set := ruleBackends(t, rs, rule.BackendRefs, func(b *gwv1.HTTPBackendRef) (gwv1.BackendRef, bool) { return b.BackendRef, len(b.Filters) > 0 })
 
-	tmpl := ir.Route{RequestHeaders: reqHdr, ResponseHeaders: respHdr}
+	tmpl := ir.Route{RequestHeaders: fs.reqHdr, ResponseHeaders: fs.respHdr}
+	clusters := fs.clusters
 	switch {
-	case blocked:
+	case fs.blocked:
 		tmpl.DirectResponse = &ir.DirectResponse{Status: 500}
 		clusters = nil
 	case redir != nil:
@@ -192,7 +126,7 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		clusters = nil
 	default:
 		if fwd := set.forward(); fwd != nil {
-			fwd.URLRewrite, fwd.Mirrors = rewrite, mirrors
+			fwd.URLRewrite, fwd.Mirrors = rewrite, fs.mirrors
 			fwd.Timeout, fwd.BackendTimeout, fwd.Retry = reqTimeout, backendTimeout, retry
 			tmpl.Forward = fwd
 			clusters = append(clusters, set.clusters...)
@@ -201,21 +135,7 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 			clusters = nil
 		}
 	}
-	for j := range irMatches {
-		cr := &compiledRoute{ir: tmpl, key: keys[j], clusters: clusters}
-		cr.route = &cr.ir
-		cr.ir.Name = irRouteName(rs, idx, j)
-		cr.ir.Match = irMatches[j]
-		cr.key.setRoute(rs, idx, j)
-		rs.rules.routes = append(rs.rules.routes, cr)
-	}
-}
-
-// unsupportedFilterMessage reports a filter type Portico does not
-// implement. Like an unresolvable ExtensionRef, such a filter is never
-// skipped: its rule answers 500.
-func unsupportedFilterMessage(typ string) string {
-	return fmt.Sprintf("filter type %q is not supported; requests matching its rule are answered with 500", typ)
+	rs.addRoutes(idx, tmpl, irMatches, keys, clusters)
 }
 
 // ruleBackend resolves one backendRef of a rule, recording problems for
@@ -234,13 +154,6 @@ func (t *translator) ruleBackend(rs *routeState, k int, ref gwv1.BackendObjectRe
 		return nil
 	}
 	return def
-}
-
-func extensionMessage(ref *gwv1.LocalObjectReference) string {
-	if ref == nil {
-		return "ExtensionRef filter without extensionRef; requests matching its rule are answered with 500"
-	}
-	return fmt.Sprintf("ExtensionRef filter %s %q is not supported; requests matching its rule are answered with 500", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)
 }
 
 var httpMethods = map[gwv1.HTTPMethod]bool{

@@ -103,9 +103,7 @@ func (t *translator) translateRoute(ref resource.Ref) *routeState {
 		rs.rules, rs.hostnames, rs.noHostname = c.rules, c.hostnames, c.noHostname
 	} else {
 		rs.setHostnames(src.hostnames)
-		prevOwner := t.in.Own(ref)
-		kind.compile(t, rs, src.obj)
-		t.in.Own(prevOwner)
+		kind.compile(t.readingFor(ref), rs, src.obj) // the route's reads
 		t.cache.KeepCompiledRoute(ref, &CompiledRoute{rules: rs.rules, hostnames: rs.hostnames, noHostname: rs.noHostname})
 	}
 	t.attach(rs)
@@ -172,9 +170,7 @@ func (t *translator) attach(rs *routeState) {
 		ps := &parentState{ref: ref}
 		rs.parents = append(rs.parents, ps)
 		// What the listeners' allowedRoutes read is the Gateway's.
-		prevOwner := t.in.Own(gatewayRef(g.key()))
-		t.attachParent(rs, ps, candidates, parentDesc)
-		t.in.Own(prevOwner)
+		t.readingFor(gatewayRef(g.key())).attachParent(rs, ps, candidates, parentDesc)
 	}
 	t.enforceBudget(rs)
 }

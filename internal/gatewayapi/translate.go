@@ -9,16 +9,17 @@
 //
 // Reading the snapshot: the semantics read it only through package inputs
 // (the translator's in), whose accessors record, as they return an object,
-// that the Gateway or route being translated read it; the translator holds
-// no snapshot, so an unrecorded read is impossible, and incremental
-// translation cannot be left stale by a read nobody recorded. The
-// semantic files (every file but the engine's) never see a
-// *resource.Snapshot: TestSemanticsReadOnlyThroughInputs checks it. The
-// incremental engine (package incremental) calls the semantics through
-// partial.go and reads the raw snapshot only for what it tracks
-// structurally (routes by parent, ListenerSets by Gateway, Gateways by
-// class, Services by Gateway, EndpointSlices); the semantics know nothing
-// of it, nor of modes of translation.
+// that the reader's owner read it: the code translating a GatewayClass,
+// Gateway or route runs on a translator whose reader is bound to that
+// object (readingFor). The translator holds no snapshot, so an unrecorded
+// read is impossible, and incremental translation cannot be left stale by
+// a read nobody recorded. The semantic files (every file but the engine's)
+// never see a *resource.Snapshot: TestSemanticsReadOnlyThroughInputs
+// checks it. The incremental engine (package incremental) calls the
+// semantics through partial.go and reads the raw snapshot only for what it
+// tracks structurally (routes by parent, ListenerSets by Gateway, Gateways
+// by class, Services by Gateway, EndpointSlices); the semantics know
+// nothing of it, nor of modes of translation.
 //
 // Implementation choices where the specification leaves room:
 //   - A listener whose certificates cannot be used (missing, malformed,
@@ -80,11 +81,22 @@ import (
 	"github.com/portico-dev/portico/internal/resource"
 )
 
-// translator holds the state of one translation.
+// translator is one translation seen by one owner: it reads the snapshot
+// through in, whose reads are that owner's, and holds the state of the
+// translation behind a pointer, shared by all the translators of the
+// translation. The translator newTranslator returns reads with no owner;
+// readingFor returns the one that reads for an owner, which the code that
+// reads on that owner's behalf runs on. So in is never changed, and who
+// owns a read is fixed by the translator it is made on.
 type translator struct {
-	// in is the only way to the snapshot: it records what the object
-	// being translated reads (package inputs).
-	in   *inputs.Reader
+	// in is the only way to the snapshot: it records that its owner read
+	// what it returns (package inputs).
+	in *inputs.Reader
+	*translation
+}
+
+// translation holds the state of one translation.
+type translation struct {
 	opts Options
 	// scope restricts the translation to some objects; nil: all of them.
 	scope *Scope
@@ -113,6 +125,14 @@ type translator struct {
 	reattached map[*listener][]string
 }
 
+// readingFor returns the translator of t's translation whose reads are
+// owner's (the zero Ref: no owner's): the one to translate owner on, or to
+// read on its behalf (a Gateway's listeners' allowedRoutes when a route
+// attaches to them).
+func (t *translator) readingFor(owner resource.Ref) *translator {
+	return &translator{in: t.in.For(owner), translation: t.translation}
+}
+
 // Translate computes statuses and IR from a snapshot. A nil snapshot gives
 // an empty result.
 func Translate(snap *resource.Snapshot, opts Options) *Result {
@@ -129,14 +149,16 @@ func Translate(snap *resource.Snapshot, opts Options) *Result {
 // rec (nil: nothing recorded) and reusing what cache holds.
 func newTranslator(snap *resource.Snapshot, opts Options, rec inputs.Recorder, cache Cache) *translator {
 	return &translator{
-		in:           inputs.New(snap, rec),
-		opts:         opts,
-		cache:        cache,
-		nsLabels:     map[string]labels.Set{},
-		secrets:      map[string]secretEntry{},
-		clusterByRef: map[clusterRef]*clusterDef{},
-		classes:      map[string]*classState{},
-		gateways:     map[resource.Key]*gatewayState{},
+		in: inputs.New(snap, rec),
+		translation: &translation{
+			opts:         opts,
+			cache:        cache,
+			nsLabels:     map[string]labels.Set{},
+			secrets:      map[string]secretEntry{},
+			clusterByRef: map[clusterRef]*clusterDef{},
+			classes:      map[string]*classState{},
+			gateways:     map[resource.Key]*gatewayState{},
+		},
 	}
 }
 

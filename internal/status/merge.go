@@ -73,37 +73,67 @@ func mergeGatewayClass(live gwv1.GatewayClassStatus, desired *gwv1.GatewayClassS
 }
 
 func mergeGateway(live gwv1.GatewayStatus, desired *gwv1.GatewayStatus, now metav1.Time) gwv1.GatewayStatus {
-	out := *desired.DeepCopy()
-	defaultGatewayStatus(&out)
-	out.Conditions = mergeConditions(live.Conditions, desired.Conditions, now)
-	for i := range out.Listeners {
-		var prev []metav1.Condition
-		for _, l := range live.Listeners {
-			if l.Name == out.Listeners[i].Name {
-				prev = l.Conditions
-				break
-			}
-		}
-		out.Listeners[i].Conditions = mergeConditions(prev, desired.Listeners[i].Conditions, now)
-	}
-	return out
+	return mergeWithListeners(&live, desired, now, defaultGatewayStatus, gatewayParts, gatewayListener)
 }
 
 func mergeListenerSet(live gwv1.ListenerSetStatus, desired *gwv1.ListenerSetStatus, now metav1.Time) gwv1.ListenerSetStatus {
-	out := *desired.DeepCopy()
-	defaultListenerSetStatus(&out)
-	out.Conditions = mergeConditions(live.Conditions, desired.Conditions, now)
-	for i := range out.Listeners {
+	return mergeWithListeners(&live, desired, now, defaultListenerSetStatus, listenerSetParts, listenerSetListener)
+}
+
+// statusPointer is a pointer to a status S that deep-copies it.
+type statusPointer[S any] interface {
+	*S
+	DeepCopy() *S
+}
+
+// mergeWithListeners is the merge of a status S that has conditions of its
+// own and listeners L with conditions of theirs: a Gateway's
+// (GatewayStatus, ListenerStatus) or a ListenerSet's (ListenerSetStatus,
+// ListenerEntryStatus). The result is desired with the API server's
+// defaults, the object's conditions merged with the live ones and each
+// listener's with those of the live listener of the same name. parts gives
+// the conditions and listeners of a status, listener the name and
+// conditions of a listener.
+func mergeWithListeners[S any, P statusPointer[S], L any](live, desired P, now metav1.Time, defaults func(P),
+	parts func(P) (*[]metav1.Condition, []L), listener func(*L) (gwv1.SectionName, *[]metav1.Condition)) S {
+	var out P = desired.DeepCopy()
+	defaults(out)
+	liveConditions, liveListeners := parts(live)
+	wantConditions, wantListeners := parts(desired)
+	conditions, listeners := parts(out)
+	*conditions = mergeConditions(*liveConditions, *wantConditions, now)
+	for i := range listeners {
+		name, c := listener(&listeners[i])
 		var prev []metav1.Condition
-		for _, l := range live.Listeners {
-			if l.Name == out.Listeners[i].Name {
-				prev = l.Conditions
+		for j := range liveListeners {
+			if n, lc := listener(&liveListeners[j]); n == name {
+				prev = *lc
 				break
 			}
 		}
-		out.Listeners[i].Conditions = mergeConditions(prev, desired.Listeners[i].Conditions, now)
+		_, want := listener(&wantListeners[i])
+		*c = mergeConditions(prev, *want, now)
 	}
-	return out
+	return *out
+}
+
+// What mergeWithListeners merges of the status of a Gateway and of a
+// ListenerSet.
+
+func gatewayParts(s *gwv1.GatewayStatus) (*[]metav1.Condition, []gwv1.ListenerStatus) {
+	return &s.Conditions, s.Listeners
+}
+
+func gatewayListener(l *gwv1.ListenerStatus) (gwv1.SectionName, *[]metav1.Condition) {
+	return l.Name, &l.Conditions
+}
+
+func listenerSetParts(s *gwv1.ListenerSetStatus) (*[]metav1.Condition, []gwv1.ListenerEntryStatus) {
+	return &s.Conditions, s.Listeners
+}
+
+func listenerSetListener(l *gwv1.ListenerEntryStatus) (gwv1.SectionName, *[]metav1.Condition) {
+	return l.Name, &l.Conditions
 }
 
 // mergeRoute replaces this controller's entries of status.parents with the

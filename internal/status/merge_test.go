@@ -194,6 +194,45 @@ func TestMergeGatewayKeepsForeignConditions(t *testing.T) {
 	}
 }
 
+// A ListenerSet's listeners are merged by name, whatever their live order:
+// a listener keeps the transition times of the live listener of its name,
+// a new one gets now; desired gets the schema's defaults and is not
+// modified.
+func TestMergeListenerSetMatchesListenersByName(t *testing.T) {
+	live := gwv1.ListenerSetStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "True", t0)},
+		Listeners: []gwv1.ListenerEntryStatus{
+			{Name: "b", Conditions: []metav1.Condition{cond("Programmed", "False", t0)}},
+			{Name: "a", Conditions: []metav1.Condition{cond("Programmed", "True", t0)}},
+		},
+	}
+	desired := &gwv1.ListenerSetStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "True", t1)},
+		Listeners: []gwv1.ListenerEntryStatus{
+			{Name: "a", SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}}, Conditions: []metav1.Condition{cond("Programmed", "True", t1)}},
+			{Name: "b", Conditions: []metav1.Condition{cond("Programmed", "True", t1)}},
+			{Name: "c", Conditions: []metav1.Condition{cond("Programmed", "True", t1)}},
+		},
+	}
+	before := desired.DeepCopy()
+	got := mergeListenerSet(live, desired, t1)
+	if !equality.Semantic.DeepEqual(desired, before) {
+		t.Errorf("desired modified: %+v", desired)
+	}
+	if at := got.Conditions[0].LastTransitionTime; !at.Equal(&t0) {
+		t.Errorf("ListenerSet Accepted at %v, want the live time %v", at, t0)
+	}
+	for i, want := range []metav1.Time{t0, t1, t1} {
+		l := got.Listeners[i]
+		if at := l.Conditions[0].LastTransitionTime; !at.Equal(&want) {
+			t.Errorf("listener %s Programmed at %v, want %v", l.Name, at, want)
+		}
+	}
+	if g := got.Listeners[0].SupportedKinds[0].Group; g == nil || *g != gwv1.GroupName {
+		t.Errorf("supportedKinds group = %v, want the schema default %s", g, gwv1.GroupName)
+	}
+}
+
 // Our entries are found by parentRef as the API server stores it
 // (refs.EntryOf): a live entry with the schema's defaults written out is
 // the desired entry without them, while a parentRef that names the

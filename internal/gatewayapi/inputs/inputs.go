@@ -1,11 +1,17 @@
 // Package inputs is the only way the Gateway API semantics (package
 // gatewayapi) read a snapshot: a Reader returns the objects the semantics
-// ask for and records, as it returns them, that the object being
-// translated (the owner) read them, the way Istio's krt Fetch does. The
+// ask for and records, as it returns them, that its owner (the object
+// being translated) read them, the way Istio's krt Fetch does. The
 // snapshot sits in an unexported field, so semantic code cannot read an
 // object without the read being recorded: an unrecorded read is
 // impossible by construction, and incremental translation cannot be left
 // stale by a forgotten hand-paired record.
+//
+// The owner is explicit and fixed: New returns a Reader with no owner, and
+// For a Reader of the same snapshot bound to an owner, which the semantics
+// hand to the code that reads on that owner's behalf. No Reader's owner
+// ever changes, so who owns a read is whoever holds the Reader it is made
+// with, not whatever some code set last.
 //
 // Design choices:
 //   - Every accessor records, also when the object does not exist (creating
@@ -27,8 +33,10 @@
 //     dependency index); a nil Recorder records nothing (a full
 //     translation).
 //
-// A Reader is one translation's state (the owner, the ReferenceGrant index
-// built on first use): not safe for concurrent use.
+// The Readers of one translation (New's and those For returns from it)
+// share the snapshot, the Recorder and the ReferenceGrant index, built on
+// first use by whichever Reader needs it first: they are not safe for
+// concurrent use.
 package inputs
 
 import (
@@ -47,33 +55,36 @@ type Recorder interface {
 	Read(owner, ref resource.Ref)
 }
 
-// Reader reads one snapshot for the semantics, recording every read.
+// Reader reads one snapshot for the semantics, recording every read as
+// its owner's.
 type Reader struct {
 	snap  *resource.Snapshot
 	rec   Recorder
-	owner resource.Ref
-	// grants are the ReferenceGrants by namespace, sorted by name; built
-	// on first use.
-	grants map[string][]*gwv1beta1.ReferenceGrant
+	owner resource.Ref // the zero Ref: none, nothing is recorded
+	// grants is shared by the Readers of a translation (For).
+	grants *grantIndex
 }
 
-// New returns a Reader of snap (which must not be nil) recording into rec
-// (nil: not recorded).
+// grantIndex holds the ReferenceGrants by namespace, sorted by name; built
+// on first use.
+type grantIndex struct {
+	byNamespace map[string][]*gwv1beta1.ReferenceGrant
+}
+
+// New returns a Reader of snap (which must not be nil) with no owner,
+// recording into rec (nil: not recorded).
 func New(snap *resource.Snapshot, rec Recorder) *Reader {
-	return &Reader{snap: snap, rec: rec}
+	return &Reader{snap: snap, rec: rec, grants: &grantIndex{}}
 }
 
-// Own makes owner the object being translated, whose reads are recorded
-// from now on, and returns the previous owner, to restore with Own. The
-// zero Ref is no owner.
-func (r *Reader) Own(owner resource.Ref) resource.Ref {
-	prev := r.owner
-	r.owner = owner
-	return prev
+// For returns a Reader of the same snapshot whose reads are owner's,
+// recorded into the same Recorder; the zero Ref is no owner. r is not
+// changed: the two Readers differ only by their owner.
+func (r *Reader) For(owner resource.Ref) *Reader {
+	o := *r
+	o.owner = owner
+	return &o
 }
-
-// Owner is the object being translated (the zero Ref: none).
-func (r *Reader) Owner() resource.Ref { return r.owner }
 
 func (r *Reader) record(kind resource.Kind, key resource.Key) {
 	if r.rec != nil && r.owner.Kind != 0 {
@@ -149,15 +160,16 @@ func (r *Reader) Namespace(name string) *corev1.Namespace {
 // name; the slice must not be modified.
 func (r *Reader) ReferenceGrants(ns string) []*gwv1beta1.ReferenceGrant {
 	r.record(resource.KindReferenceGrant, resource.Key{Namespace: ns})
-	if r.grants == nil {
-		r.grants = map[string][]*gwv1beta1.ReferenceGrant{}
+	gi := r.grants
+	if gi.byNamespace == nil {
+		gi.byNamespace = map[string][]*gwv1beta1.ReferenceGrant{}
 		for _, k := range resource.SortedKeys(r.snap.ReferenceGrants) {
 			if g := r.snap.ReferenceGrants.Value(k); g != nil {
-				r.grants[g.Namespace] = append(r.grants[g.Namespace], g)
+				gi.byNamespace[g.Namespace] = append(gi.byNamespace[g.Namespace], g)
 			}
 		}
 	}
-	return r.grants[ns]
+	return gi.byNamespace[ns]
 }
 
 // EndpointSlices returns the EndpointSlices of the Service svc, sorted by

@@ -10,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -103,8 +104,13 @@ func (c *callbacks) bind(streams map[int64]*streamState, id int64, node *corev3.
 	return st, nil
 }
 
-// open binds stream id to the Gateway identity of the peer when mTLS is on.
-func (c *callbacks) open(ctx context.Context, kind string, streams map[int64]*streamState, id int64) error {
+// open counts and logs a stream of kind (metrics.KindSotW or KindDelta)
+// that opens and, when mTLS is on, binds it to the Gateway identity of the
+// peer; streams are the open streams of kind.
+func (c *callbacks) open(ctx context.Context, kind string, streams map[int64]*streamState, id int64, typeURL string) error {
+	c.m.XDSStreams.WithLabelValues(kind).Inc()
+	c.log.Debug("xds stream opened", "kind", kind, "stream", id,
+		"type_url", typeURL, "peer", peerAddr(ctx))
 	if !c.mtls {
 		return nil
 	}
@@ -143,30 +149,34 @@ func (c *callbacks) openIdentities() map[pki.Identity][]net.Conn {
 	return out
 }
 
-func (c *callbacks) unbind(streams map[int64]*streamState, id int64) {
+// closed counts, forgets and logs a stream of kind that closed.
+func (c *callbacks) closed(kind string, streams map[int64]*streamState, id int64, node *corev3.Node) {
+	c.m.XDSStreams.WithLabelValues(kind).Dec()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	delete(streams, id)
-}
-
-func (c *callbacks) OnStreamOpen(ctx context.Context, id int64, typeURL string) error {
-	c.m.XDSStreams.WithLabelValues(metrics.KindSotW).Inc()
-	c.log.Debug("xds stream opened", "kind", metrics.KindSotW, "stream", id,
-		"type_url", typeURL, "peer", peerAddr(ctx))
-	return c.open(ctx, metrics.KindSotW, c.sotw, id)
-}
-
-func (c *callbacks) OnStreamClosed(id int64, node *corev3.Node) {
-	c.m.XDSStreams.WithLabelValues(metrics.KindSotW).Dec()
-	c.unbind(c.sotw, id)
-	c.log.Debug("xds stream closed", "kind", metrics.KindSotW, "stream", id,
+	c.mu.Unlock()
+	c.log.Debug("xds stream closed", "kind", kind, "stream", id,
 		"gateway", node.GetCluster(), "node", node.GetId())
 }
 
-func (c *callbacks) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
+// streamRequest is what request reads of a SotW or delta request.
+type streamRequest interface {
+	GetNode() *corev3.Node
+	GetTypeUrl() string
+	GetResponseNonce() string
+	GetErrorDetail() *rpcstatus.Status
+}
+
+// request binds stream id of kind to its Gateway (bind), counts the request
+// and logs a NACK; a refused request is logged and its error returned. A
+// SotW NACK also logs the version it rejects and the one it names, which
+// is the last one accepted (version_info); it returns the rejected version
+// when the NACK is of the latest response of its type (see the callbacks
+// doc), "" otherwise. Delta streams record no response, so theirs is "".
+func (c *callbacks) request(kind string, streams map[int64]*streamState, id int64, req streamRequest, accepted string) (rejected string, err error) {
 	c.mu.Lock()
-	st, err := c.bind(c.sotw, id, req.GetNode())
-	var gw, nodeID, rejected string
+	st, err := c.bind(streams, id, req.GetNode())
+	var gw, nodeID string
 	if err == nil {
 		gw, nodeID = st.gateway, st.nodeID
 		if req.GetErrorDetail() != nil {
@@ -177,22 +187,45 @@ func (c *callbacks) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest)
 	}
 	c.mu.Unlock()
 	if err != nil {
-		c.log.Warn("xds request refused", "kind", metrics.KindSotW, "stream", id,
+		c.log.Warn("xds request refused", "kind", kind, "stream", id,
 			"type_url", req.GetTypeUrl(), "error", err)
-		return err
+		return "", err
 	}
-	c.m.XDSRequests.WithLabelValues(metrics.KindSotW, req.GetTypeUrl()).Inc()
+	c.m.XDSRequests.WithLabelValues(kind, req.GetTypeUrl()).Inc()
 	if req.GetErrorDetail() != nil {
-		c.nack(metrics.KindSotW, id, gw, nodeID, req.GetTypeUrl(), req.GetResponseNonce(),
-			req.GetErrorDetail().GetMessage(),
-			"rejected_version", rejected, "accepted_version", req.GetVersionInfo())
-		if rejected != "" {
-			// See the callbacks doc: wait for a snapshot newer than the
-			// rejected one instead of resending it.
-			req.VersionInfo = rejected
+		var versions []any
+		if kind == metrics.KindSotW {
+			versions = []any{"rejected_version", rejected, "accepted_version", accepted}
 		}
+		c.nack(kind, id, gw, nodeID, req.GetTypeUrl(), req.GetResponseNonce(),
+			req.GetErrorDetail().GetMessage(), versions...)
 	}
-	return nil
+	return rejected, nil
+}
+
+// responded logs a response sent on stream id of kind.
+func (c *callbacks) responded(kind string, id int64, node *corev3.Node, typeURL, version, nonce string, resources int, attrs ...any) {
+	c.log.Debug("xds response sent", append([]any{"kind", kind, "stream", id,
+		"gateway", node.GetCluster(), "type_url", typeURL,
+		"version", version, "nonce", nonce, "resources", resources}, attrs...)...)
+}
+
+func (c *callbacks) OnStreamOpen(ctx context.Context, id int64, typeURL string) error {
+	return c.open(ctx, metrics.KindSotW, c.sotw, id, typeURL)
+}
+
+func (c *callbacks) OnStreamClosed(id int64, node *corev3.Node) {
+	c.closed(metrics.KindSotW, c.sotw, id, node)
+}
+
+func (c *callbacks) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
+	rejected, err := c.request(metrics.KindSotW, c.sotw, id, req, req.GetVersionInfo())
+	if rejected != "" {
+		// See the callbacks doc: wait for a snapshot newer than the
+		// rejected one instead of resending it.
+		req.VersionInfo = rejected
+	}
+	return err
 }
 
 func (c *callbacks) OnStreamResponse(_ context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
@@ -201,49 +234,27 @@ func (c *callbacks) OnStreamResponse(_ context.Context, id int64, req *discovery
 		st.sent[resp.GetTypeUrl()] = sentState{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
 	}
 	c.mu.Unlock()
-	c.log.Debug("xds response sent", "kind", metrics.KindSotW, "stream", id,
-		"gateway", req.GetNode().GetCluster(), "type_url", resp.GetTypeUrl(),
-		"version", resp.GetVersionInfo(), "nonce", resp.GetNonce(), "resources", len(resp.GetResources()))
+	c.responded(metrics.KindSotW, id, req.GetNode(), resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetNonce(), len(resp.GetResources()))
 }
 
 func (c *callbacks) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL string) error {
-	c.m.XDSStreams.WithLabelValues(metrics.KindDelta).Inc()
-	c.log.Debug("xds stream opened", "kind", metrics.KindDelta, "stream", id,
-		"type_url", typeURL, "peer", peerAddr(ctx))
-	return c.open(ctx, metrics.KindDelta, c.delta, id)
+	return c.open(ctx, metrics.KindDelta, c.delta, id, typeURL)
 }
 
 func (c *callbacks) OnDeltaStreamClosed(id int64, node *corev3.Node) {
-	c.m.XDSStreams.WithLabelValues(metrics.KindDelta).Dec()
-	c.unbind(c.delta, id)
-	c.log.Debug("xds stream closed", "kind", metrics.KindDelta, "stream", id,
-		"gateway", node.GetCluster(), "node", node.GetId())
+	c.closed(metrics.KindDelta, c.delta, id, node)
 }
 
 func (c *callbacks) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	// Unlike SotW, the delta server calls this before filling in the node
 	// of requests that omit it; bind remembers it from the first request.
-	c.mu.Lock()
-	st, err := c.bind(c.delta, id, req.GetNode())
-	c.mu.Unlock()
-	if err != nil {
-		c.log.Warn("xds request refused", "kind", metrics.KindDelta, "stream", id,
-			"type_url", req.GetTypeUrl(), "error", err)
-		return err
-	}
-	c.m.XDSRequests.WithLabelValues(metrics.KindDelta, req.GetTypeUrl()).Inc()
-	if req.GetErrorDetail() != nil {
-		c.nack(metrics.KindDelta, id, st.gateway, st.nodeID, req.GetTypeUrl(), req.GetResponseNonce(),
-			req.GetErrorDetail().GetMessage())
-	}
-	return nil
+	_, err := c.request(metrics.KindDelta, c.delta, id, req, "")
+	return err
 }
 
 func (c *callbacks) OnStreamDeltaResponse(id int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
-	c.log.Debug("xds response sent", "kind", metrics.KindDelta, "stream", id,
-		"gateway", req.GetNode().GetCluster(), "type_url", resp.GetTypeUrl(),
-		"version", resp.GetSystemVersionInfo(), "nonce", resp.GetNonce(),
-		"resources", len(resp.GetResources()), "removed", len(resp.GetRemovedResources()))
+	c.responded(metrics.KindDelta, id, req.GetNode(), resp.GetTypeUrl(), resp.GetSystemVersionInfo(), resp.GetNonce(),
+		len(resp.GetResources()), "removed", len(resp.GetRemovedResources()))
 }
 
 func (c *callbacks) OnFetchRequest(ctx context.Context, req *discoveryv3.DiscoveryRequest) error {
