@@ -8,13 +8,13 @@ import (
 	"github.com/portico-dev/portico/internal/ir"
 )
 
-// The compilation of rules that HTTPRoutes and GRPCRoutes share: the rules
-// of a route (compileRules), the matches of a rule (compileMatches), the
-// filters of the types both kinds have (applyFilter), the backendRefs of
-// a rule (ruleBackends) and the routes of a valid rule, one per match
-// (addRoutes). What is one kind's own stays in
-// its file: HTTPRoute's redirects, rewrites, retries and timeouts
-// (httproute.go), GRPCRoute's method matches (grpcroute.go).
+// The compilation of rules that the HTTP and gRPC kinds of route share:
+// the rules of a route (compileRules), the matches of a rule
+// (compileMatches), the filters of the types both kinds have
+// (applyFilter), the backendRefs of a rule (ruleBackends) and the routes
+// of a valid rule, one per match (addRoutes). What is one kind's own stays
+// in its file: HTTP redirects, rewrites, retries and timeouts
+// (httproute.go), gRPC method matches (grpcroute.go).
 
 // compileRules compiles the rules of a route of rule type R: a route
 // without rules has the one rule none; a rule whose name an earlier rule
@@ -73,7 +73,7 @@ func compileMatches[M any](rs *routeState, idx int, matches []M, match func(*M) 
 	return irMatches, keys, true
 }
 
-// ruleFilters is what the filters of the types HTTPRoutes and GRPCRoutes
+// ruleFilters is what the filters of the types the HTTP and gRPC kinds
 // share make of a rule, as applyFilter applies them in order.
 type ruleFilters struct {
 	reqHdr, respHdr *ir.HeaderModifier
@@ -83,8 +83,8 @@ type ruleFilters struct {
 	blocked         bool          // a filter cannot be applied: answer 500
 }
 
-// filterFields are the fields of an HTTPRouteFilter or a GRPCRouteFilter
-// that the two kinds share: the type, as a string (the shared types have
+// filterFields are the fields of an HTTP or a gRPC route filter that the
+// two kinds share: the type, as a string (the shared types have
 // the same names in both), and the configuration of the shared types.
 type filterFields struct {
 	typ                                           string
