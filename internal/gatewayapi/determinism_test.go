@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 )
 
 // richObjects is a varied input: ListenerSets, HTTPS, GRPCRoutes,
@@ -81,9 +81,9 @@ func TestDeterminism(t *testing.T) {
 
 // TestTranslateDoesNotModifyInput compares the snapshot before and after.
 func TestTranslateDoesNotModifyInput(t *testing.T) {
-	snap := gen.Snapshot(50)
+	snap := workload.Snapshot(50)
 	before := deepCopySnapshot(snap)
-	Translate(snap, Options{ControllerName: gen.ControllerName})
+	Translate(snap, Options{ControllerName: workload.ControllerName})
 	if !reflect.DeepEqual(maps.Collect(before.HTTPRoutes.All()), maps.Collect(snap.HTTPRoutes.All())) ||
 		!reflect.DeepEqual(maps.Collect(before.Gateways.All()), maps.Collect(snap.Gateways.All())) {
 		t.Error("Translate modified its input")
@@ -109,7 +109,7 @@ func TestNilAndEmptyInput(t *testing.T) {
 		t.Errorf("empty snapshot: %+v", res)
 	}
 	// No controller name: nothing is ours.
-	if res := Translate(gen.Snapshot(3), Options{}); res.StatusSet.Len() != 0 {
+	if res := Translate(workload.Snapshot(3), Options{}); res.StatusSet.Len() != 0 {
 		t.Errorf("empty controller name claimed %d objects", res.StatusSet.Len())
 	}
 }

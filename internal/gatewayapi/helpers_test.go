@@ -10,9 +10,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 )
 
 // Test fixtures: a GatewayClass "portico" of ours, builders for the other
@@ -115,7 +115,7 @@ func tlsSecret(ns, name string) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: []byte(gen.TestCertPEM), corev1.TLSPrivateKeyKey: []byte(gen.TestKeyPEM)},
+		Data:       map[string][]byte{corev1.TLSCertKey: []byte(workload.TestCertPEM), corev1.TLSPrivateKeyKey: []byte(workload.TestKeyPEM)},
 	}
 }
 

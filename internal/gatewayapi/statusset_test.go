@@ -2,13 +2,16 @@ package gatewayapi
 
 import (
 	"fmt"
-	"github.com/portico-dev/portico/internal/resource"
-	"maps"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/portico-dev/portico/internal/resource"
 )
+
+// The set itself is tested in package sortedset; these tests check what
+// StatusSet adds: the order of statuses (by kind name, then namespace and
+// name), lookups by object, OfKind, and DiffStatuses comparing contents.
 
 var setKinds = []resource.Kind{resource.KindGRPCRoute, resource.KindGateway, resource.KindGatewayClass, resource.KindHTTPRoute, resource.KindListenerSet}
 
@@ -22,226 +25,68 @@ func randomStatus(rng *rand.Rand, keys int) Status {
 	return Status{Kind: kind, Namespace: ns, Name: fmt.Sprintf("o%04d", rng.IntN(keys)), Generation: rng.Int64N(1 << 40)}
 }
 
-// model is what a set should hold, by key.
-type model map[string]Status
-
-func (m model) sorted() []Status {
-	out := slices.Collect(maps.Values(m))
-	slices.SortFunc(out, func(a, b Status) int { return compareStatuses(&a, &b) })
-	return out
+func TestNewStatusSetSortsAndKeepsTheLast(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 5, 33, 1000, 5000} {
+		in := make([]Status, n)
+		want := map[string]Status{}
+		for i := range in {
+			in[i] = randomStatus(rng, n/3+1)
+			want[in[i].Key()] = in[i] // the last one wins
+		}
+		s := NewStatusSet(in)
+		if s.Len() != len(want) {
+			t.Fatalf("n=%d: Len = %d, want %d", n, s.Len(), len(want))
+		}
+		var last *Status
+		for i, st := range s.All() {
+			if want[st.Key()] != *st {
+				t.Fatalf("n=%d: index %d: %s is not the last status of its object", n, i, st.Key())
+			}
+			if last != nil && compareStatuses(last, st) >= 0 {
+				t.Fatalf("n=%d: %s after %s", n, st.Key(), last.Key())
+			}
+			if got := s.Get(st.Kind, st.Namespace, st.Name); got != st {
+				t.Fatalf("n=%d: Get(%s) = %v", n, st.Key(), got)
+			}
+			last = st
+		}
+		if s.Get(resource.KindHTTPRoute, "ns0", "absent") != nil {
+			t.Fatalf("n=%d: Get of an absent object", n)
+		}
+	}
 }
 
-func setList(s StatusSet) []Status {
-	var out []Status
+// The order is by kind name, not by the number of the kind.
+func TestStatusSetOrdersByKindName(t *testing.T) {
+	s := NewStatusSet([]Status{
+		{Kind: resource.KindHTTPRoute, Namespace: "a", Name: "r"},
+		{Kind: resource.KindGatewayClass, Name: "c"},
+		{Kind: resource.KindGateway, Namespace: "b", Name: "g"},
+		{Kind: resource.KindGRPCRoute, Namespace: "a", Name: "r"},
+	})
+	var got []string
 	for _, st := range s.All() {
-		out = append(out, *st)
+		got = append(got, st.Key())
 	}
-	return out
-}
-
-// checkSet asserts that s holds exactly m, sorted, and that its tree is
-// well formed.
-func checkSet(t *testing.T, what string, s StatusSet, m model) {
-	t.Helper()
-	want := m.sorted()
-	if got := setList(s); !slices.Equal(got, want) {
-		t.Fatalf("%s: set holds %d statuses, want %d (or not in order)", what, len(got), len(want))
-	}
-	if s.Len() != len(want) {
-		t.Fatalf("%s: Len = %d, want %d", what, s.Len(), len(want))
-	}
-	for i, st := range s.All() {
-		if want[i] != *st {
-			t.Fatalf("%s: index %d of %s", what, i, st.Key())
-		}
-		if got := s.Get(st.Kind, st.Namespace, st.Name); got != st {
-			t.Fatalf("%s: Get(%s) = %v", what, st.Key(), got)
-		}
-	}
-	if s.Get(resource.KindHTTPRoute, "ns0", "absent") != nil {
-		t.Fatalf("%s: Get of an absent object", what)
-	}
-	if s.root == nil {
-		return
-	}
-	leaves := 0
-	var walk func(n *statusNode, depth int, root bool) int // returns the height
-	walk = func(n *statusNode, depth int, root bool) int {
-		if n.children == nil {
-			leaves++
-			if len(n.items) == 0 || len(n.items) > leafMax || n.first != n.items[0] || n.n != len(n.items) {
-				t.Fatalf("%s: bad leaf: %d items, n=%d", what, len(n.items), n.n)
-			}
-			return 0
-		}
-		if len(n.children) > innerMax || (root && len(n.children) < 2) || n.first != n.children[0].first {
-			t.Fatalf("%s: bad inner node: %d children", what, len(n.children))
-		}
-		h, total := -1, 0
-		for _, c := range n.children {
-			ch := walk(c, depth+1, false)
-			if h >= 0 && ch != h {
-				t.Fatalf("%s: leaves at different depths", what)
-			}
-			h = ch
-			total += c.n
-		}
-		if total != n.n {
-			t.Fatalf("%s: inner node counts %d, holds %d", what, n.n, total)
-		}
-		return h + 1
-	}
-	walk(s.root, 0, true)
-	// Deletions do not leave the tree full of small leaves.
-	if limit := 2*len(want)/leafMin + 2; leaves > limit {
-		t.Fatalf("%s: %d leaves for %d statuses (limit %d)", what, leaves, len(want), limit)
+	if want := []string{"GRPCRoute/a/r", "Gateway/b/g", "GatewayClass/c", "HTTPRoute/a/r"}; !slices.Equal(got, want) {
+		t.Errorf("order %q, want %q", got, want)
 	}
 }
 
-// naiveDiff is DiffStatuses by comparing every status.
-func naiveDiff(a, b model) []string {
+func diffOf(a, b StatusSet) []string {
 	var out []string
-	for k, sa := range a {
-		if sb, ok := b[k]; !ok {
-			out = append(out, "-"+k)
-		} else if sa != sb {
-			out = append(out, "~"+k)
-		}
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			out = append(out, "+"+k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func diffOf(t *testing.T, a, b StatusSet) []string {
-	t.Helper()
-	var out []string
-	var last *Status
 	for old, cur := range DiffStatuses(a, b) {
-		st := cur
 		switch {
 		case cur == nil:
-			st = old
 			out = append(out, "-"+old.Key())
 		case old == nil:
 			out = append(out, "+"+cur.Key())
 		default:
-			if compareStatuses(old, cur) != 0 || *old == *cur {
-				t.Fatalf("diff yielded %s / %s", old.Key(), cur.Key())
-			}
 			out = append(out, "~"+cur.Key())
 		}
-		if last != nil && compareStatuses(last, st) >= 0 {
-			t.Fatalf("diff not in order: %s after %s", st.Key(), last.Key())
-		}
-		last = st
 	}
-	slices.Sort(out)
 	return out
-}
-
-func TestNewStatusSetSortsAndKeepsTheLast(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{0, 1, 5, leafMax, leafMax + 1, 1000, 5000} {
-		in := make([]Status, n)
-		m := model{}
-		for i := range in {
-			in[i] = randomStatus(rng, n/3+1)
-			m[in[i].Key()] = in[i] // the last one wins
-		}
-		checkSet(t, fmt.Sprintf("n=%d", n), NewStatusSet(in), m)
-	}
-	var zero StatusSet
-	checkSet(t, "zero", zero, model{})
-}
-
-// TestStatusSetEdits applies random edits, checking every version against
-// a map, old versions after newer ones were made (they must not change),
-// and DiffStatuses against a naive comparison.
-func TestStatusSetEdits(t *testing.T) {
-	for seed := range uint64(6) {
-		rng := rand.New(rand.NewPCG(seed, 7))
-		keys := []int{40, 400, 2000}[seed%3]
-		var sets []StatusSet
-		var models []model
-		m := model{}
-		init := make([]Status, rng.IntN(2*keys))
-		for i := range init {
-			init[i] = randomStatus(rng, keys)
-			m[init[i].Key()] = init[i]
-		}
-		cur := NewStatusSet(init)
-		sets, models = append(sets, cur), append(models, maps.Clone(m))
-		for step := range 150 {
-			// Edits of a few statuses, sometimes of many, sometimes
-			// removals of every status of a kind (the tree shrinks).
-			n := 1 + rng.IntN(4)
-			var part []Status
-			var scope []StatusKey
-			switch rng.IntN(20) {
-			case 0:
-				n = rng.IntN(3 * leafMax * innerMax)
-			case 1:
-				n = len(m)
-			case 2:
-				kind := setKinds[rng.IntN(len(setKinds))]
-				for k, st := range m {
-					if st.Kind == kind {
-						scope = append(scope, KeyOf(&st))
-						delete(m, k)
-					}
-				}
-			}
-			for range n {
-				st := randomStatus(rng, keys)
-				if rng.IntN(3) == 0 || (len(m) > keys && rng.IntN(2) == 0) {
-					scope = append(scope, KeyOf(&st)) // removed
-					delete(m, st.Key())
-					continue
-				}
-				if rng.IntN(2) == 0 { // in scope, or not: both are set
-					scope = append(scope, KeyOf(&st))
-				}
-				part = append(part, st)
-			}
-			// A key both removed and set is set: applied in that order
-			// to the model.
-			for _, st := range part {
-				m[st.Key()] = st
-			}
-			slices.SortStableFunc(part, func(a, b Status) int { return compareStatuses(&a, &b) })
-			slices.SortFunc(scope, CompareStatusKeys)
-			next := cur.apply(statusEdits(part, slices.Compact(scope)))
-			what := fmt.Sprintf("seed %d step %d", seed, step)
-			checkSet(t, what, next, m)
-			if got, want := diffOf(t, cur, next), naiveDiff(models[len(models)-1], m); !slices.Equal(got, want) {
-				t.Fatalf("%s: diff %v, want %v", what, got, want)
-			}
-			cur = next
-			sets, models = append(sets, cur), append(models, maps.Clone(m))
-		}
-		// Every version still holds what it held; diffs between any two
-		// versions, and with sets built anew, are right.
-		for i := range sets {
-			if i%10 == 0 {
-				checkSet(t, fmt.Sprintf("seed %d version %d", seed, i), sets[i], models[i])
-			}
-		}
-		for range 20 {
-			i, j := rng.IntN(len(sets)), rng.IntN(len(sets))
-			if got, want := diffOf(t, sets[i], sets[j]), naiveDiff(models[i], models[j]); !slices.Equal(got, want) {
-				t.Fatalf("seed %d: diff of versions %d and %d: %v, want %v", seed, i, j, got, want)
-			}
-			fresh := NewStatusSet(models[j].sorted())
-			if got, want := diffOf(t, sets[i], fresh), naiveDiff(models[i], models[j]); !slices.Equal(got, want) {
-				t.Fatalf("seed %d: diff of version %d and a fresh set: %v, want %v", seed, i, got, want)
-			}
-		}
-	}
 }
 
 func TestStatusSetWithWithoutAndKinds(t *testing.T) {
@@ -267,33 +112,32 @@ func TestStatusSetWithWithoutAndKinds(t *testing.T) {
 	if removed.Without(resource.KindHTTPRoute, "apps", "nothing") != removed {
 		t.Error("removing an absent status made a new set")
 	}
-	if got := diffOf(t, before, removed); fmt.Sprint(got) != "[-HTTPRoute/apps/r007 ~HTTPRoute/apps/r150]" {
+	if got := diffOf(before, removed); fmt.Sprint(got) != "[-HTTPRoute/apps/r007 ~HTTPRoute/apps/r150]" {
 		t.Errorf("diff %v", got)
 	}
 	if s.Len() != 303 || removed.Len() != 302 || before.Get(resource.KindHTTPRoute, "apps", "r150").Generation != 0 {
 		t.Error("an edit changed the set it was made from")
 	}
-	if diffOf(t, removed, removed) != nil {
+	if diffOf(removed, removed) != nil {
 		t.Error("a set differs from itself")
 	}
 }
 
-func statusEqualIgnoringPointers(a, b *Status) bool {
-	return a.Generation == b.Generation && reflect.DeepEqual(deref(a), deref(b))
-}
-
-func deref(s *Status) any {
-	switch {
-	case s.Route != nil:
-		return *s.Route
-	case s.Gateway != nil:
-		return *s.Gateway
-	case s.ListenerSet != nil:
-		return *s.ListenerSet
-	case s.GatewayClass != nil:
-		return *s.GatewayClass
+// DiffStatuses compares statuses as values: the same status computed
+// anew (a new pointer, equal contents) is not a difference.
+func TestDiffStatusesComparesContents(t *testing.T) {
+	route := func(gen int64) Status {
+		return Status{Kind: resource.KindHTTPRoute, Namespace: "a", Name: "r", Generation: gen}
 	}
-	return nil
+	a := NewStatusSet([]Status{route(1), {Kind: resource.KindGateway, Namespace: "a", Name: "gw"}})
+	b := NewStatusSet([]Status{route(1), {Kind: resource.KindGateway, Namespace: "a", Name: "gw"}})
+	if got := diffOf(a, b); got != nil {
+		t.Errorf("equal sets built apart differ: %v", got)
+	}
+	c := a.Replace([]Status{route(2)}, []StatusKey{{Kind: resource.KindHTTPRoute, Key: resource.Key{Namespace: "a", Name: "r"}}})
+	if got := diffOf(b, c); fmt.Sprint(got) != "[~HTTPRoute/a/r]" {
+		t.Errorf("diff %v", got)
+	}
 }
 
 func TestStatusSetIteratorsStop(t *testing.T) {
@@ -322,22 +166,25 @@ func TestStatusSetIteratorsStop(t *testing.T) {
 	}
 }
 
-// BenchmarkStatusSetEdit: one status of n changes, as an incremental
-// translation changes it, and DiffStatuses finds it ("diff": the diff
-// alone). B/op is what a change costs in statuses.
-func BenchmarkStatusSetEdit(b *testing.B) {
+// BenchmarkStatusSet: a set of n route statuses. "edit": one status
+// changes through Replace, as the incremental engine's merge changes it,
+// and DiffStatuses finds it, as the status writer does (B/op is what a
+// change costs); "diff": the diff alone; "get": a lookup; "new": the set
+// built anew from statuses out of order, "new-sorted" from statuses in
+// order, as a full translation hands them over.
+func BenchmarkStatusSet(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {
 		in := make([]Status, n)
 		for i := range in {
 			in[i] = Status{Kind: resource.KindHTTPRoute, Namespace: fmt.Sprintf("ns%d", i%10), Name: fmt.Sprintf("r%06d", i)}
 		}
-		base := NewStatusSet(in)
+		base := NewStatusSet(slices.Clone(in))
 		edit := func(s StatusSet, i int) StatusSet {
 			st := in[(i*7919)%n]
 			st.Generation = int64(i + 1)
-			return s.apply([]statusEdit{{KeyOf(&st), &st}})
+			return s.Replace([]Status{st}, []StatusKey{KeyOf(&st)})
 		}
-		b.Run(fmt.Sprintf("statuses=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("statuses=%d/edit", n), func(b *testing.B) {
 			b.ReportAllocs()
 			cur := base
 			for i := 0; b.Loop(); i++ {
@@ -358,6 +205,29 @@ func BenchmarkStatusSetEdit(b *testing.B) {
 			for b.Loop() {
 				for range DiffStatuses(base, next) {
 				}
+			}
+		})
+		b.Run(fmt.Sprintf("statuses=%d/get", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				st := &in[(i*7919)%n]
+				if base.Get(st.Kind, st.Namespace, st.Name) == nil {
+					b.Fatal("missing")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("statuses=%d/new", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				NewStatusSet(slices.Clone(in))
+			}
+		})
+		sorted := slices.Clone(in)
+		slices.SortFunc(sorted, func(a, b Status) int { return compareStatuses(&a, &b) })
+		b.Run(fmt.Sprintf("statuses=%d/new-sorted", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				NewStatusSet(sorted) // in order already: not reordered
 			}
 		})
 	}

@@ -11,12 +11,12 @@ import (
 	"testing"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 )
 
-var incOpts = gatewayapi.Options{ControllerName: gen.ControllerName}
+var incOpts = gatewayapi.Options{ControllerName: workload.ControllerName}
 
 // incrementalSteps applies random single-object changes to a generated
 // world and checks after each that the incremental translation with opts
@@ -40,12 +40,12 @@ func incrementalSteps(t *testing.T, opts gatewayapi.Options) (*Translator, *reso
 }
 
 // differential is the differential test: from seed, it applies steps
-// random single-object changes (gen.Change) to a generated world and
+// random single-object changes (workload.Change) to a generated world and
 // returns an error at the first step whose incremental translation with
 // opts differs from a full one (or is itself a full one).
 func differential(opts gatewayapi.Options, seed uint64, steps int) (*Translator, *resource.Snapshot, map[Mode]int, error) {
 	rng := rand.New(rand.NewPCG(seed, 11))
-	snap := gen.Rich(500)
+	snap := workload.Rich(500)
 	x := New()
 	if _, st := x.Translate(snap, opts); st.Mode != ModeFull {
 		return nil, nil, nil, fmt.Errorf("first translation: %s", st.Mode)
@@ -54,7 +54,7 @@ func differential(opts gatewayapi.Options, seed uint64, steps int) (*Translator,
 	for i := 0; i < steps; i++ {
 		var desc string
 		prev := snap
-		snap, desc = gen.Change(snap, rng)
+		snap, desc = workload.Change(snap, rng)
 		if i%3 == 0 {
 			// As a provider lists them: the changes, and more (objects that
 			// did not change, or that do not exist).
@@ -306,10 +306,10 @@ func TestIncrementalMatchesFullWithinBudgets(t *testing.T) {
 // keeps the statuses it did not compute again (the same pointers) and
 // that DiffStatuses finds exactly those it did.
 func TestIncrementalSharesStatuses(t *testing.T) {
-	snap := gen.Snapshot(2000)
+	snap := workload.Snapshot(2000)
 	x := New()
 	prev, _ := x.Translate(snap, incOpts)
-	snap, k := gen.ChangeRoute(snap, 77, 3)
+	snap, k := workload.ChangeRoute(snap, 77, 3)
 	res, st := x.Translate(snap, incOpts)
 	if st.Mode != ModeRoutes {
 		t.Fatalf("mode %s", st.Mode)

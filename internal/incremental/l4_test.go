@@ -9,8 +9,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 )
 
 // An endpoint change behind a TCPRoute or a UDPRoute takes the endpoint
@@ -21,7 +21,7 @@ func TestL4EndpointChangeTakesTheEndpointPath(t *testing.T) {
 	port := func(p int32) *int32 { return &p }
 	udp := corev1.ProtocolUDP
 	s := resource.New()
-	s.GatewayClasses.Set("portico", &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico"}, Spec: gwv1.GatewayClassSpec{ControllerName: gen.ControllerName}})
+	s.GatewayClasses.Set("portico", &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico"}, Spec: gwv1.GatewayClassSpec{ControllerName: workload.ControllerName}})
 	s.Gateways.Set(resource.Key{Namespace: "ns", Name: "gw"}, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gw"},
 		Spec: gwv1.GatewaySpec{GatewayClassName: "portico", Listeners: []gwv1.Listener{
 			{Name: "tcp", Port: 9000, Protocol: gwv1.TCPProtocolType}, {Name: "udp", Port: 53, Protocol: gwv1.UDPProtocolType}}}})
@@ -48,7 +48,7 @@ func TestL4EndpointChangeTakesTheEndpointPath(t *testing.T) {
 	s.EndpointSlices.Set(resource.Key{Namespace: "ns", Name: "dns-1"}, slice("dns", "dns", 5353, &udp, "10.0.0.2"))
 	snap := s.Build()
 
-	opts := gatewayapi.Options{ControllerName: gen.ControllerName}
+	opts := gatewayapi.Options{ControllerName: workload.ControllerName}
 	x := New()
 	if _, st := x.Translate(snap, opts); st.Mode != ModeFull {
 		t.Fatalf("first translation %s", st.Mode)

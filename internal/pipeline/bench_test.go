@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/status"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -25,8 +25,8 @@ import (
 // resources in parallel, as the pipeline does (translate.TranslateAll).
 func BenchmarkFullTranslation(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
-		snap := gen.Snapshot(n)
-		opts := gatewayapi.Options{ControllerName: gen.ControllerName}
+		snap := workload.Snapshot(n)
+		opts := gatewayapi.Options{ControllerName: workload.ControllerName}
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -59,9 +59,9 @@ func (nopSink) Publish(gatewayapi.StatusSet)                         {}
 
 // benchPipeline returns a pipeline that has translated snap.
 func benchPipeline(b *testing.B, snap *resource.Snapshot) *Pipeline {
-	p := New(Config{ControllerName: gen.ControllerName, XDS: nopSink{}, Status: nopSink{}})
+	p := New(Config{ControllerName: workload.ControllerName, XDS: nopSink{}, Status: nopSink{}})
 	p.process(context.Background(), snap, 0)
-	if l := p.Latest(); l == nil || len(l.XDS) != gen.Gateways {
+	if l := p.Latest(); l == nil || len(l.XDS) != workload.Gateways {
 		b.Fatal("first translation failed")
 	}
 	return p
@@ -79,14 +79,14 @@ func BenchmarkIncrementalRouteChange(b *testing.B) {
 				name += "/diff"
 			}
 			b.Run(name, func(b *testing.B) {
-				snap := gen.Snapshot(n)
+				snap := workload.Snapshot(n)
 				p := benchPipeline(b, snap)
 				b.ReportAllocs()
 				b.ResetTimer()
 				var pushed int
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
-					snap, _ = gen.ChangeRoute(snap, (i*7919)%n, i)
+					snap, _ = workload.ChangeRoute(snap, (i*7919)%n, i)
 					if !hint {
 						snap.Changes = nil
 					}
@@ -113,15 +113,15 @@ func BenchmarkIncrementalRouteChange(b *testing.B) {
 func BenchmarkRouteToNewService(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
-			snap := gen.Snapshot(n)
+			snap := workload.Snapshot(n)
 			p := benchPipeline(b, snap)
 			const route = 7
-			orig := snap.HTTPRoutes.Value(resource.Key{Namespace: fmt.Sprintf("team%d", route%gen.Namespaces),
+			orig := snap.HTTPRoutes.Value(resource.Key{Namespace: fmt.Sprintf("team%d", route%workload.Namespaces),
 				Name: fmt.Sprintf("route%d", route)}).Spec.Rules[1].BackendRefs[0].Name
 			// The Service exists, unused, before the timed changes.
-			snap, _ = gen.RouteToService(snap, route, "fresh")
+			snap, _ = workload.RouteToService(snap, route, "fresh")
 			p.process(context.Background(), snap, 0)
-			snap, _ = gen.RouteToService(snap, route, string(orig))
+			snap, _ = workload.RouteToService(snap, route, string(orig))
 			p.process(context.Background(), snap, 0)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -131,7 +131,7 @@ func BenchmarkRouteToNewService(b *testing.B) {
 				if i%2 == 1 {
 					svc = string(orig)
 				}
-				snap, _ = gen.RouteToService(snap, route, svc)
+				snap, _ = workload.RouteToService(snap, route, svc)
 				b.StartTimer()
 				p.process(context.Background(), snap, 0)
 			}
@@ -148,7 +148,7 @@ func BenchmarkRouteToNewService(b *testing.B) {
 func BenchmarkEndpointChange(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
-			snap := gen.Snapshot(n)
+			snap := workload.Snapshot(n)
 			p := benchPipeline(b, snap)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -156,7 +156,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				r := (i * 7919) % n
-				snap, _ = gen.ChangeEndpoints(snap, r, r/gen.RoutesPerService, i)
+				snap, _ = workload.ChangeEndpoints(snap, r, r/workload.RoutesPerService, i)
 				prev := p.Latest()
 				b.StartTimer()
 				p.process(context.Background(), snap, 0)
@@ -214,12 +214,12 @@ func TestRouteChangeBytes(t *testing.T) {
 		sizes = append(sizes, 10000)
 	}
 	for _, n := range sizes {
-		snap := gen.Snapshot(n)
+		snap := workload.Snapshot(n)
 		sink := &countingSink{}
-		p := New(Config{ControllerName: gen.ControllerName, XDS: sink})
+		p := New(Config{ControllerName: workload.ControllerName, XDS: sink})
 		p.process(context.Background(), snap, 0)
 		prev := p.Latest()
-		snap, _ = gen.ChangeRoute(snap, 42, 1)
+		snap, _ = workload.ChangeRoute(snap, 42, 1)
 		p.process(context.Background(), snap, 0)
 		cur := p.Latest()
 		var rcs []string
@@ -258,10 +258,10 @@ func (s updateSink) Update(context.Context, []*translate.Resources) error {
 func BenchmarkSubmitToUpdate(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
-			snap := gen.Snapshot(n)
+			snap := workload.Snapshot(n)
 			sink := updateSink{updated: make(chan struct{}, 1)}
-			w := status.New(status.Config{ControllerName: gen.ControllerName})
-			p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Status: w})
+			w := status.New(status.Config{ControllerName: workload.ControllerName})
+			p := New(Config{ControllerName: workload.ControllerName, XDS: sink, Status: w})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); _ = p.Run(ctx) }()
@@ -274,7 +274,7 @@ func BenchmarkSubmitToUpdate(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				snap, _ = gen.ChangeRoute(snap, (i*7919)%n, i)
+				snap, _ = workload.ChangeRoute(snap, (i*7919)%n, i)
 				time.Sleep(DefaultDebounce + time.Millisecond) // idle: the pause is over
 				b.StartTimer()
 				p.Submit(snap)

@@ -14,11 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/render"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -47,7 +47,7 @@ func (s *countingSink) Publish(st gatewayapi.StatusSet) {
 // translation of snap, as `portico translate` makes it.
 func fullRender(t *testing.T, snap *resource.Snapshot) []byte {
 	t.Helper()
-	res := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: gen.ControllerName})
+	res := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: workload.ControllerName})
 	var xds []*translate.Resources
 	for _, gw := range res.Gateways {
 		r, err := translate.Translate(gw)
@@ -79,8 +79,8 @@ func renderYAML(t *testing.T, res *gatewayapi.Result, xds []*translate.Resources
 func TestIncrementalPipelineMatchesFull(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	sink := &countingSink{}
-	p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Status: sink})
-	snap := gen.Rich(120)
+	p := New(Config{ControllerName: workload.ControllerName, XDS: sink, Status: sink})
+	snap := workload.Rich(120)
 	steps := 120
 	if testing.Short() {
 		steps = 30
@@ -88,7 +88,7 @@ func TestIncrementalPipelineMatchesFull(t *testing.T) {
 	for i := 0; i <= steps; i++ {
 		desc := "initial"
 		if i > 0 {
-			snap, desc = gen.Change(snap, rng)
+			snap, desc = workload.Change(snap, rng)
 		}
 		p.process(context.Background(), snap, 0)
 		l := p.Latest()
@@ -162,8 +162,8 @@ func sameVersions(a, b map[string]map[string]string) bool {
 // a full translation.
 func TestEndpointsFastPath(t *testing.T) {
 	sink := &countingSink{}
-	p := New(Config{ControllerName: gen.ControllerName, XDS: sink, Status: sink})
-	snap := gen.Snapshot(200)
+	p := New(Config{ControllerName: workload.ControllerName, XDS: sink, Status: sink})
+	snap := workload.Snapshot(200)
 	p.process(context.Background(), snap, 0)
 	before := p.Latest()
 	if before.Stats.Mode != incremental.ModeFull || sink.publish != 1 {
@@ -171,7 +171,7 @@ func TestEndpointsFastPath(t *testing.T) {
 	}
 
 	// Route 42 uses Service svc8 of namespace team2, on Gateway gw2.
-	snap, _ = gen.ChangeEndpoints(snap, 42, 42/gen.RoutesPerService, 1)
+	snap, _ = workload.ChangeEndpoints(snap, 42, 42/workload.RoutesPerService, 1)
 	p.process(context.Background(), snap, 0)
 	after := p.Latest()
 	if after.Stats.Mode != incremental.ModeEndpoints || after.Stats.Gateways != 1 {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -13,20 +13,20 @@ import (
 // translation (Gateway API semantics, then Envoy resources of every
 // Gateway, several at a time as the controller does) of 10,000 HTTPRoutes
 // alone and of the same 10,000 HTTPRoutes with 1,000 TCPRoutes
-// (gen.WithTCPRoutes: 20 more Gateways of 50 TCP listeners). The issue's
+// (workload.WithTCPRoutes: 20 more Gateways of 50 TCP listeners). The issue's
 // bound: the second costs at most 1.2 times the first.
 func BenchmarkFullTranslationWithTCPRoutes(b *testing.B) {
-	base := gen.Snapshot(10000)
+	base := workload.Snapshot(10000)
 	for _, c := range []struct {
 		name string
 		tcp  int
 	}{{"http=10000", 0}, {"http=10000+tcp=1000", 1000}} {
 		snap := base
 		if c.tcp > 0 {
-			snap = gen.WithTCPRoutes(base, c.tcp)
+			snap = workload.WithTCPRoutes(base, c.tcp)
 		}
-		opts := gatewayapi.Options{ControllerName: gen.ControllerName}
-		want := gen.Gateways + (c.tcp+gen.TCPListenersPerGateway-1)/gen.TCPListenersPerGateway
+		opts := gatewayapi.Options{ControllerName: workload.ControllerName}
+		want := workload.Gateways + (c.tcp+workload.TCPListenersPerGateway-1)/workload.TCPListenersPerGateway
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -11,25 +11,25 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/incremental"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
 // BenchmarkIncrementalRouteChangeSplit is BenchmarkIncrementalRouteChange
 // without and with the route split by hostname (translate.Options). Besides
 // pushed-B/op it reports https-B/op, the part of it that is HTTPS route
-// configs: gen's HTTPS listeners serve a wildcard hostname, one filter
+// configs: the workload's HTTPS listeners serve a wildcard hostname, one filter
 // chain for all hostnames, which the split leaves as it is.
 func BenchmarkIncrementalRouteChangeSplit(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		for _, split := range []translate.RouteSplit{translate.RouteSplitNone, translate.RouteSplitHostname} {
 			b.Run(fmt.Sprintf("routes=%d/split=%s", n, split), func(b *testing.B) {
-				snap := gen.Snapshot(n)
-				p := New(Config{ControllerName: gen.ControllerName, XDS: nopSink{}, Status: nopSink{},
+				snap := workload.Snapshot(n)
+				p := New(Config{ControllerName: workload.ControllerName, XDS: nopSink{}, Status: nopSink{},
 					XDSOptions: translate.Options{RouteSplit: split}})
 				p.process(context.Background(), snap, 0)
-				if l := p.Latest(); l == nil || len(l.XDS) != gen.Gateways {
+				if l := p.Latest(); l == nil || len(l.XDS) != workload.Gateways {
 					b.Fatal("first translation failed")
 				}
 				b.ReportAllocs()
@@ -37,7 +37,7 @@ func BenchmarkIncrementalRouteChangeSplit(b *testing.B) {
 				var pushed, https int
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
-					snap, _ = gen.ChangeRoute(snap, (i*7919)%n, i)
+					snap, _ = workload.ChangeRoute(snap, (i*7919)%n, i)
 					prev := p.Latest()
 					b.StartTimer()
 					p.process(context.Background(), snap, 0)
@@ -68,17 +68,17 @@ func changedHTTPSRouteBytes(prev, cur []*translate.Resources) int {
 // With the split, a single-route change sends one hostname's route config
 // for the HTTP listener, and no Listener or scope.
 func TestRouteChangeSplit(t *testing.T) {
-	snap := gen.Snapshot(1000)
-	p := New(Config{ControllerName: gen.ControllerName, XDS: &countingSink{},
+	snap := workload.Snapshot(1000)
+	p := New(Config{ControllerName: workload.ControllerName, XDS: &countingSink{},
 		XDSOptions: translate.Options{RouteSplit: translate.RouteSplitHostname}})
 	p.process(context.Background(), snap, 0)
 	prev := p.Latest()
 	for _, r := range prev.XDS {
-		if len(r.ScopedRoutes) != gen.HostsPerGateway {
-			t.Fatalf("%s: %d scopes, want %d", r.Gateway, len(r.ScopedRoutes), gen.HostsPerGateway)
+		if len(r.ScopedRoutes) != workload.HostsPerGateway {
+			t.Fatalf("%s: %d scopes, want %d", r.Gateway, len(r.ScopedRoutes), workload.HostsPerGateway)
 		}
 	}
-	snap, _ = gen.ChangeRoute(snap, 42, 1)
+	snap, _ = workload.ChangeRoute(snap, 42, 1)
 	p.process(context.Background(), snap, 0)
 	cur := p.Latest()
 	var changed []string
@@ -106,7 +106,7 @@ func TestRouteChangeSplit(t *testing.T) {
 // the route split by hostname.
 func BenchmarkXDSTranslationSplit(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		res := gatewayapi.Translate(gen.Snapshot(n), gatewayapi.Options{ControllerName: gen.ControllerName})
+		res := gatewayapi.Translate(workload.Snapshot(n), gatewayapi.Options{ControllerName: workload.ControllerName})
 		for _, split := range []translate.RouteSplit{translate.RouteSplitNone, translate.RouteSplitHostname} {
 			b.Run(fmt.Sprintf("routes=%d/split=%s", n, split), func(b *testing.B) {
 				b.ReportAllocs()

@@ -9,11 +9,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
 	"github.com/portico-dev/portico/internal/render"
@@ -22,7 +25,7 @@ import (
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite testdata/*.out.yaml from the current output")
+var updateGolden = flag.Bool("update", false, "rewrite testdata/*.out.yaml and testdata/supported-features.yaml from the current output")
 
 // minGoldenCases guards against cases silently disappearing.
 const minGoldenCases = 45
@@ -30,6 +33,14 @@ const minGoldenCases = 45
 // TestGolden translates every testdata/*.in.yaml and compares the rendered
 // YAML with testdata/<case>.out.yaml. Run with -update to rewrite the out
 // files, then review the diff.
+//
+// The supportedFeatures of a GatewayClass are left out of the cases when
+// they are exactly the features Portico claims: the case prints the marker
+// elidedFeatures instead, and TestGoldenSupportedFeatures prints the list
+// once, in testdata/supported-features.yaml, so that claiming a new feature
+// rewrites one golden rather than every one. A class whose list differs in
+// any way (a feature more or less, another order, none) is printed in
+// full, and fails its case.
 func TestGolden(t *testing.T) {
 	inputs, err := filepath.Glob(filepath.Join("testdata", "*.in.yaml"))
 	if err != nil {
@@ -95,11 +106,130 @@ func translateAll(t *testing.T, snap *resource.Snapshot) ([]byte, []*translate.R
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
+	elideSupportedFeatures(out.Statuses)
 	b, err := out.YAML()
 	if err != nil {
 		t.Fatalf("yaml: %v", err)
 	}
 	return b, xds
+}
+
+// elidedFeatures is what the goldens print for the supportedFeatures of
+// a GatewayClass that are exactly gatewayapi.SupportedFeatures().
+const elidedFeatures = "the list of supported-features.yaml"
+
+// supportedFeaturesGolden holds the list of features every accepted
+// GatewayClass of ours reports, which the cases leave out.
+var supportedFeaturesGolden = filepath.Join("testdata", "supported-features.yaml")
+
+// classStatusElided renders a GatewayClass status with its supportedFeatures
+// replaced by elidedFeatures: the field of the outer struct hides the one of
+// the embedded status, whose other fields (conditions, and any field a
+// later API version adds) render as they are, in their order.
+type classStatusElided struct {
+	*gwv1.GatewayClassStatus
+	SupportedFeatures string `json:"supportedFeatures"`
+}
+
+// elideSupportedFeatures replaces, in the rendered statuses, the
+// supportedFeatures of each GatewayClass that are exactly those Portico
+// claims (gatewayapi.SupportedFeatures, in its order) by elidedFeatures.
+// Any other list is left to be printed in full.
+func elideSupportedFeatures(objs []render.StatusObject) {
+	claimed := gatewayapi.SupportedFeatures()
+	for i := range objs {
+		st, ok := objs[i].Status.(*gwv1.GatewayClassStatus)
+		if ok && objs[i].Kind == resource.KindGatewayClass.String() && slices.Equal(st.SupportedFeatures, claimed) {
+			objs[i].Status = classStatusElided{st, elidedFeatures}
+		}
+	}
+}
+
+// TestGoldenSupportedFeatures renders the supportedFeatures of an accepted
+// GatewayClass of ours, in full, and compares them with
+// testdata/supported-features.yaml (rewritten by -update): the list the
+// other goldens leave out.
+func TestGoldenSupportedFeatures(t *testing.T) {
+	snap := resource.New()
+	snap.GatewayClasses.Set("portico", &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: gatewayapi.DefaultControllerName},
+	})
+	res := gatewayapi.Translate(snap.Build(), gatewayapi.Options{ControllerName: gatewayapi.DefaultControllerName})
+	st := res.StatusSet.Get(resource.KindGatewayClass, "", "portico")
+	if st == nil || st.GatewayClass == nil || len(st.GatewayClass.Conditions) == 0 || st.GatewayClass.Conditions[0].Status != metav1.ConditionTrue {
+		t.Fatalf("the GatewayClass is not accepted: %+v", st)
+	}
+	if !slices.Equal(st.GatewayClass.SupportedFeatures, gatewayapi.SupportedFeatures()) {
+		t.Errorf("an accepted GatewayClass reports %v, not gatewayapi.SupportedFeatures(): every golden would print its list", st.GatewayClass.SupportedFeatures)
+	}
+	got, err := render.YAML(struct {
+		SupportedFeatures []gwv1.SupportedFeature `json:"supportedFeatures"`
+	}{st.GatewayClass.SupportedFeatures})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *updateGolden {
+		if err := os.WriteFile(supportedFeaturesGolden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(supportedFeaturesGolden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/render -run TestGoldenSupportedFeatures -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the output (-want +got):\n%s", supportedFeaturesGolden, goldenDiff(want, got))
+	}
+}
+
+// The goldens leave out only the list of TestGoldenSupportedFeatures: a
+// class reporting another list, or no list, prints it, and nothing else of
+// a status is left out.
+func TestElideSupportedFeaturesOnlyTheClaimedList(t *testing.T) {
+	claimed := gatewayapi.SupportedFeatures()
+	if len(claimed) < 2 {
+		t.Fatalf("%d features claimed", len(claimed))
+	}
+	reordered := slices.Clone(claimed)
+	reordered[0], reordered[1] = reordered[1], reordered[0]
+	cond := []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}}
+	class := func(features []gwv1.SupportedFeature) render.StatusObject {
+		return render.StatusObject{Kind: "GatewayClass", Metadata: render.Metadata{Name: "c"},
+			Status: &gwv1.GatewayClassStatus{Conditions: cond, SupportedFeatures: features}}
+	}
+	for _, tc := range []struct {
+		name   string
+		obj    render.StatusObject
+		elided bool
+	}{
+		{"claimed", class(claimed), true},
+		{"one less", class(claimed[1:]), false},
+		{"one more", class(append(slices.Clone(claimed), gwv1.SupportedFeature{Name: "Extra"})), false},
+		{"reordered", class(reordered), false},
+		{"none", class(nil), false},
+		{"a Gateway", render.StatusObject{Kind: "Gateway", Status: &gwv1.GatewayStatus{}}, false},
+	} {
+		objs := []render.StatusObject{tc.obj}
+		elideSupportedFeatures(objs)
+		b, err := render.YAML(struct {
+			Statuses []render.StatusObject `json:"statuses"`
+		}{objs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := string(b)
+		if got := strings.Contains(out, elidedFeatures); got != tc.elided {
+			t.Errorf("%s: elided %v, want %v:\n%s", tc.name, got, tc.elided, out)
+		}
+		if tc.obj.Kind == "GatewayClass" && !strings.Contains(out, "reason: Accepted") {
+			t.Errorf("%s: the conditions are left out:\n%s", tc.name, out)
+		}
+		if !tc.elided && tc.obj.Kind == "GatewayClass" && len(tc.obj.Status.(*gwv1.GatewayClassStatus).SupportedFeatures) > 0 && !strings.Contains(out, "- name: "+string(claimed[1].Name)+"\n") {
+			t.Errorf("%s: the list is not printed in full:\n%s", tc.name, out)
+		}
+	}
 }
 
 // checkResources requires every resource to pass its proto validation and

@@ -7,11 +7,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 )
 
-func genSnapshot(routes int) *resource.Snapshot { return gen.Snapshot(routes) }
+func genSnapshot(routes int) *resource.Snapshot { return workload.Snapshot(routes) }
 
 // BenchmarkPublish publishes 10,000 route statuses (and their Gateway's)
 // again with one route's status changed, as the incremental translator

@@ -18,9 +18,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -391,7 +391,7 @@ func TestIncrementalTranslationPublishesChangesOnly(t *testing.T) {
 	drain(w)
 	for v := 1; v <= 3; v++ {
 		var k resource.Key
-		snap, k = gen.ChangeRoute(snap, 7*v, v)
+		snap, k = workload.ChangeRoute(snap, 7*v, v)
 		res, st := x.Translate(snap, opts)
 		if !st.StatusesChanged {
 			t.Fatalf("change %d: statuses unchanged", v)

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/testenv"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 )
 
 // Row is one figure of the table: what, its value and its target.
@@ -302,18 +302,18 @@ func dash(s string) string {
 
 func writeMethod(p func(string, ...any), d *Details) {
 	p("## How each figure is measured\n\n")
-	p("- **Full translation**: in-process `testing.Benchmark` of `gen.Snapshot(N)` → `gatewayapi.Translate` →")
+	p("- **Full translation**: in-process `testing.Benchmark` of `workload.Snapshot(N)` → `gatewayapi.Translate` →")
 	p(" `translate.TranslateAll` of its Gateways (validated, encoded, hashed Envoy resources), several Gateways at a")
 	p(" time as the controller does; the table also gives the time one Gateway after the other.\n")
-	p("- **Full translation with TCPRoutes**: the same, in one run, for `gen.Snapshot(%d)` alone and", MixHTTPRoutes)
-	p(" `gen.WithTCPRoutes(gen.Snapshot(%d), %d)` (%d more Gateways of %d TCP listeners, one TCPRoute each), %d rounds of", MixHTTPRoutes, MixTCPRoutes,
-		(MixTCPRoutes+gen.TCPListenersPerGateway-1)/gen.TCPListenersPerGateway, gen.TCPListenersPerGateway, MixRounds)
+	p("- **Full translation with TCPRoutes**: the same, in one run, for `workload.Snapshot(%d)` alone and", MixHTTPRoutes)
+	p(" `workload.WithTCPRoutes(workload.Snapshot(%d), %d)` (%d more Gateways of %d TCP listeners, one TCPRoute each), %d rounds of", MixHTTPRoutes, MixTCPRoutes,
+		(MixTCPRoutes+workload.TCPListenersPerGateway-1)/workload.TCPListenersPerGateway, workload.TCPListenersPerGateway, MixRounds)
 	p(" both in alternating order; the ratio is the median of the rounds' ratios, the times the medians.\n")
 	p("- **Translation of one changed route**: the mean of the follower's `portico_translation_duration_seconds`")
 	p(" (sum/count delta) over the quiet propagation probes, each of which is two single-route changes: Gateway API")
 	p(" and xDS translation, without the hand-off to the xDS cache (`portico_xds_update_duration_seconds`, in")
 	p(" details.json as `follower_xds_update_mean_ms`). The same work in-process, without the cluster sharing the")
-	p(" CPUs (`IncrementalTranslation`: the mean of 200 single-route changes of `gen.Snapshot(N)` through")
+	p(" CPUs (`IncrementalTranslation`: the mean of 200 single-route changes of `workload.Snapshot(N)` through")
 	p(" `incremental.Translator` and `translate.Translator`), is the row marked in-process.\n")
 	p("- **Propagation**: an HTTPRoute with a unique path is created on a Gateway; the time until a Delta ADS")
 	p(" client, connected over mTLS (the Gateway's client certificate) to the **follower** replica, receives a")

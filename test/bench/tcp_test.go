@@ -28,8 +28,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -201,14 +201,14 @@ func TestTCPServed(t *testing.T) {
 // carries that route's name (with the probes' naming), to clusters the
 // Gateway has; the route it displaced is not served.
 func TestTCPServedByTranslation(t *testing.T) {
-	c := gen.Copy(gen.WithTCPRoutes(gen.Snapshot(10), 2)) // infra/tcp0: tcp0 (port 10000, tcproute0), tcp1 (10001, tcproute1)
+	c := workload.Copy(workload.WithTCPRoutes(workload.Snapshot(10), 2)) // infra/tcp0: tcp0 (port 10000, tcproute0), tcp1 (10001, tcproute1)
 	const probe = "tcp-probe-100-3-z"
 	r := TCPRoute("team0", probe, tcpProbeLabel, "tcp0", "svc0", 8080)
 	r.Spec.ParentRefs = []gwv1.ParentReference{{Namespace: ptr.To(gwv1.Namespace("infra")), Name: "tcp0", SectionName: ptr.To(gwv1.SectionName("tcp0"))}}
 	r.Generation = 1
-	r.CreationTimestamp = metav1.NewTime(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) // older than gen's routes
+	r.CreationTimestamp = metav1.NewTime(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) // older than the workload's routes
 	c.TCPRoutes.Set(resource.Key{Namespace: "team0", Name: probe}, r)
-	res := gatewayapi.Translate(c.Build(), gatewayapi.Options{ControllerName: gen.ControllerName})
+	res := gatewayapi.Translate(c.Build(), gatewayapi.Options{ControllerName: workload.ControllerName})
 	out, errs := translate.TranslateAll(res.Gateways)
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
@@ -259,14 +259,14 @@ func messages[T proto.Message](in []T) []proto.Message {
 // wrong Gateway count is an error: the checks FullTranslationWithTCP's
 // measurement relies on, without running the benchmark.
 func TestTranslateFullWithTCPRoutes(t *testing.T) {
-	snap := gen.WithTCPRoutes(gen.Snapshot(100), 60) // 2 TCP Gateways (50 listeners each at most)
-	if err := translateFull(snap, gen.Gateways+2, true, "mixed"); err != nil {
+	snap := workload.WithTCPRoutes(workload.Snapshot(100), 60) // 2 TCP Gateways (50 listeners each at most)
+	if err := translateFull(snap, workload.Gateways+2, true, "mixed"); err != nil {
 		t.Fatal(err)
 	}
-	if err := translateFull(snap, gen.Gateways+2, false, "mixed"); err != nil {
+	if err := translateFull(snap, workload.Gateways+2, false, "mixed"); err != nil {
 		t.Fatal(err)
 	}
-	if err := translateFull(snap, gen.Gateways, true, "mixed"); err == nil || !strings.Contains(err.Error(), "mixed") {
+	if err := translateFull(snap, workload.Gateways, true, "mixed"); err == nil || !strings.Contains(err.Error(), "mixed") {
 		t.Errorf("wrong gateway count: err = %v", err)
 	}
 }

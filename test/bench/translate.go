@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
-// FullTranslation measures one full translation of gen.Snapshot(n): Gateway
+// FullTranslation measures one full translation of workload.Snapshot(n): Gateway
 // API objects → statuses and IR (gatewayapi.Translate) → validated,
 // encoded and content-hashed Envoy resources of every Gateway, with
 // testing.Benchmark (one second of iterations, at least one). Ms and Allocs
@@ -23,13 +23,13 @@ import (
 // resources several at a time (translate.TranslateAll, up to GOMAXPROCS);
 // SequentialMs is the same work one Gateway after the other.
 func FullTranslation(n int) (TranslateFull, error) {
-	snap := gen.Snapshot(n)
+	snap := workload.Snapshot(n)
 	what := fmt.Sprintf("%d routes", n)
-	par, err := benchmarkOnce(func() error { return translateFull(snap, gen.Gateways, true, what) })
+	par, err := benchmarkOnce(func() error { return translateFull(snap, workload.Gateways, true, what) })
 	if err != nil {
 		return TranslateFull{}, err
 	}
-	seq, err := benchmarkOnce(func() error { return translateFull(snap, gen.Gateways, false, what) })
+	seq, err := benchmarkOnce(func() error { return translateFull(snap, workload.Gateways, false, what) })
 	if err != nil {
 		return TranslateFull{}, err
 	}
@@ -41,7 +41,7 @@ func FullTranslation(n int) (TranslateFull, error) {
 // translate.TranslateAll over one Gateway after the other. what names
 // the snapshot in errors.
 func translateFull(snap *resource.Snapshot, gateways int, parallel bool, what string) error {
-	res := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: gen.ControllerName})
+	res := gatewayapi.Translate(snap, gatewayapi.Options{ControllerName: workload.ControllerName})
 	if len(res.Gateways) != gateways {
 		return fmt.Errorf("%s: %d gateways translated, want %d", what, len(res.Gateways), gateways)
 	}
@@ -102,26 +102,26 @@ const (
 
 // FullTranslationWithTCP measures, in one run, the full translation (as
 // FullTranslation's Ms: the controller's parallel path) of
-// gen.Snapshot(httpRoutes) alone and of
-// gen.WithTCPRoutes(gen.Snapshot(httpRoutes), tcpRoutes), which adds
-// Gateways of gen.TCPListenersPerGateway TCP listeners with one TCPRoute
+// workload.Snapshot(httpRoutes) alone and of
+// workload.WithTCPRoutes(workload.Snapshot(httpRoutes), tcpRoutes), which adds
+// Gateways of workload.TCPListenersPerGateway TCP listeners with one TCPRoute
 // each. Both snapshots are built before the first measurement; each round
 // measures both, one after the other, in alternating order (so that
 // neither always runs first, on a warmer heap or a quieter machine), and
 // the ratio is taken within each round (two adjacent measurements share
 // whatever else the machine is doing) before the median over rounds.
 func FullTranslationWithTCP(httpRoutes, tcpRoutes, rounds int) (*TranslateMixed, error) {
-	base := gen.Snapshot(httpRoutes)
-	mixed := gen.WithTCPRoutes(base, tcpRoutes)
-	tcpGateways := (tcpRoutes + gen.TCPListenersPerGateway - 1) / gen.TCPListenersPerGateway
+	base := workload.Snapshot(httpRoutes)
+	mixed := workload.WithTCPRoutes(base, tcpRoutes)
+	tcpGateways := (tcpRoutes + workload.TCPListenersPerGateway - 1) / workload.TCPListenersPerGateway
 	alone := fmt.Sprintf("%d HTTPRoutes", httpRoutes)
 	with := fmt.Sprintf("%d HTTPRoutes and %d TCPRoutes", httpRoutes, tcpRoutes)
 	m, err := compareRounds(rounds, [2]func() (testing.BenchmarkResult, error){
 		func() (testing.BenchmarkResult, error) {
-			return benchmarkOnce(func() error { return translateFull(base, gen.Gateways, true, alone) })
+			return benchmarkOnce(func() error { return translateFull(base, workload.Gateways, true, alone) })
 		},
 		func() (testing.BenchmarkResult, error) {
-			return benchmarkOnce(func() error { return translateFull(mixed, gen.Gateways+tcpGateways, true, with) })
+			return benchmarkOnce(func() error { return translateFull(mixed, workload.Gateways+tcpGateways, true, with) })
 		},
 	})
 	if err != nil {
@@ -184,15 +184,15 @@ func median(v []float64) float64 {
 const IncrementalChanges = 200
 
 // IncrementalTranslation measures, in-process, the translation of one
-// changed route of gen.Snapshot(n) as the controller's pipeline runs it:
+// changed route of workload.Snapshot(n) as the controller's pipeline runs it:
 // the Gateway API translation from the previous one (gatewayapi.
 // Incremental, with the snapshot listing the change as the Kubernetes
 // provider's do) and the Envoy resources of the Gateways
 // (translate.Translator, which re-translates the changed parts only). It
 // returns the mean over changes changes, each of another route, in ms.
 func IncrementalTranslation(n, changes int) (float64, error) {
-	snap := gen.Snapshot(n)
-	opts := gatewayapi.Options{ControllerName: gen.ControllerName}
+	snap := workload.Snapshot(n)
+	opts := gatewayapi.Options{ControllerName: workload.ControllerName}
 	x, tr := incremental.New(), translate.NewTranslator()
 	res, _ := x.Translate(snap, opts)
 	if _, errs := tr.TranslateAll(res.Gateways); errors.Join(errs...) != nil {
@@ -201,7 +201,7 @@ func IncrementalTranslation(n, changes int) (float64, error) {
 	runtime.GC()
 	var total time.Duration
 	for i := range changes {
-		snap, _ = gen.ChangeRoute(snap, (i*7919)%n, i)
+		snap, _ = workload.ChangeRoute(snap, (i*7919)%n, i)
 		start := time.Now()
 		res, st := x.Translate(snap, opts)
 		_, errs := tr.TranslateAll(res.Gateways)

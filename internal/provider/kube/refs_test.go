@@ -19,8 +19,8 @@ import (
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 )
 
 // The event filter (contribOf, collectRefs) and the translator resolve
@@ -137,7 +137,7 @@ func (w *refWorld) objects() map[resource.Kind][]any {
 	out := map[resource.Kind][]any{}
 	add := func(k resource.Kind, o any) { out[k] = append(out[k], o) }
 	add(resource.KindGatewayClass, &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
-		Spec: gwv1.GatewayClassSpec{ControllerName: gen.ControllerName}})
+		Spec: gwv1.GatewayClassSpec{ControllerName: workload.ControllerName}})
 	for i, ns := range refNamespaces {
 		add(resource.KindNamespace, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		for j, name := range []string{"svc0", "svc1", "svc2"} {
@@ -158,7 +158,7 @@ func (w *refWorld) objects() map[resource.Kind][]any {
 				continue
 			}
 			add(resource.KindSecret, &corev1.Secret{ObjectMeta: meta(ns, name, 0), Type: corev1.SecretTypeTLS,
-				Data: map[string][]byte{corev1.TLSCertKey: []byte(gen.TestCertPEM), corev1.TLSPrivateKeyKey: []byte(gen.TestKeyPEM)}})
+				Data: map[string][]byte{corev1.TLSCertKey: []byte(workload.TestCertPEM), corev1.TLSPrivateKeyKey: []byte(workload.TestKeyPEM)}})
 		}
 		// An unreferenced Service and Secret in every namespace.
 		add(resource.KindService, &corev1.Service{ObjectMeta: meta(ns, "unused", 0), Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8080}}}})
@@ -298,7 +298,7 @@ func translated(res *gatewayapi.Result) (services, secrets map[types.NamespacedN
 	return services, secrets
 }
 
-var refOpts = gatewayapi.Options{ControllerName: gen.ControllerName}
+var refOpts = gatewayapi.Options{ControllerName: workload.ControllerName}
 
 // TestFilterCoversTranslation: whatever the event filter drops cannot
 // change a translation. A snapshot without the Services, EndpointSlices

@@ -10,10 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
-	"github.com/portico-dev/portico/internal/gatewayapi/gen"
 	"github.com/portico-dev/portico/internal/incremental"
 	"github.com/portico-dev/portico/internal/render"
 	"github.com/portico-dev/portico/internal/resource"
+	"github.com/portico-dev/portico/internal/testenv/workload"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -118,9 +118,9 @@ func rendered(t *testing.T, res *gatewayapi.Result) []byte {
 func TestIncrementalTranslationOfSnapshots(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 13))
 	f := newFakeCluster(t)
-	opts := gatewayapi.Options{ControllerName: gen.ControllerName}
+	opts := gatewayapi.Options{ControllerName: workload.ControllerName}
 	inc := incremental.New()
-	world := gen.Rich(12)
+	world := workload.Rich(12)
 	rv := 0
 	pushWorld(t, f, nil, world, &rv)
 	steps := 100
@@ -131,7 +131,7 @@ func TestIncrementalTranslationOfSnapshots(t *testing.T) {
 	for i := 0; i <= steps; i++ {
 		desc := "initial"
 		if i > 0 {
-			next, d := gen.Change(world, rng)
+			next, d := workload.Change(world, rng)
 			pushWorld(t, f, world, next, &rv)
 			world, desc = next, d
 		}

@@ -1,8 +1,15 @@
-// Package gen generates synthetic, valid input snapshots of any size for
-// benchmarks: Gateways with HTTP and HTTPS listeners, HTTPRoutes spread over
-// namespaces and hostnames, and their Services and EndpointSlices. The
-// output depends only on the arguments.
-package gen
+// Package workload is test support: it generates synthetic, valid input
+// snapshots of any size for benchmarks (Gateways with HTTP and HTTPS
+// listeners, HTTPRoutes spread over namespaces and hostnames, and their
+// Services and EndpointSlices: Snapshot, WithTCPRoutes), richer ones for
+// the differential tests (Rich), and the edits both apply to them:
+// ChangeRoute, ChangeEndpoints, RouteToService, and Change, one seeded
+// random edit of any kind of object. The output depends only on the
+// arguments (and, for Change, on the random source's sequence).
+//
+// Only tests and the benchmark suite (test/bench) import it; no product
+// package does.
+package workload
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package gen
+package workload
 
 import (
 	"fmt"
@@ -332,263 +332,360 @@ func pick[K comparable, V any](rng *rand.Rand, m resource.Map[K, V], less func(a
 	return k, m.Value(k), true
 }
 
+// changeKinds are the kinds of change Change makes, each with its weight:
+// Change draws one number below the sum of the weights and makes the
+// change whose range (in this order) holds it. The order and the weights
+// are part of the random sequence of the differential tests: changing
+// them (or adding a kind) makes each seed's step numbers name other
+// changes than before.
+var changeKinds = []struct {
+	weight int
+	change func(c *resource.Snapshot, rng *rand.Rand) string
+}{
+	{14, changeHTTPRoute},
+	{2, changeGRPCRoute},
+	{3, changeGateway},
+	{2, changeListenerSet},
+	{3, changeService},
+	{6, changeEndpointSlice},
+	{2, changeSecret},
+	{2, changeNamespace},
+	{2, changeReferenceGrant},
+	{2, changeGatewayClass},
+	{2, changeProxyConfig},
+	{3, changeProvisionedProxy},
+	{3, changeL4},
+}
+
+// changeWeights is the sum of the weights of changeKinds.
+var changeWeights = func() int {
+	sum := 0
+	for _, k := range changeKinds {
+		sum += k.weight
+	}
+	return sum
+}()
+
+// changeOne makes one random change of c and describes it.
 func changeOne(c *resource.Snapshot, rng *rand.Rand) string {
-	gateways := []string{"gw0", "gw1", "gw2", "gw9", "selective", "missing"}
-	switch n := rng.IntN(46); {
-	case n >= 43: // a TLSRoute, TCPRoute or UDPRoute
-		return changeL4(c, rng)
-	case n < 14: // an HTTPRoute
-		k, r, ok := pick(rng, c.HTTPRoutes, resource.CompareKeys)
-		if !ok {
-			return "no route"
+	n := rng.IntN(changeWeights)
+	for _, k := range changeKinds {
+		if n < k.weight {
+			return k.change(c, rng)
 		}
-		orig := r
-		r = r.DeepCopy()
-		r.Generation++
-		c.HTTPRoutes.Set(k, r)
-		switch rng.IntN(9) {
-		case 0:
-			p := fmt.Sprintf("/changed/%d", rng.IntN(1000))
-			r.Spec.Rules[0].Matches[0].Path.Value = &p
-			return "route path " + k.String()
-		case 1:
-			hosts := [][]gwv1.Hostname{nil, {"app1.gw0.example.com"}, {"*.gw1.example.com"}, {"other.example.org"}, {"app2.gw2.example.com", "app3.gw2.example.com"}}
-			r.Spec.Hostnames = hosts[rng.IntN(len(hosts))]
-			return "route hostnames " + k.String()
-		case 2:
-			r.Spec.ParentRefs = []gwv1.ParentReference{{Namespace: ptr(gwv1.Namespace("infra")), Name: gwv1.ObjectName(gateways[rng.IntN(len(gateways))])}}
-			return "route parent " + k.String()
-		case 3:
-			sec := gwv1.SectionName([]string{"http", "https", "nope"}[rng.IntN(3)])
-			r.Spec.ParentRefs = append(r.Spec.ParentRefs, gwv1.ParentReference{Namespace: ptr(gwv1.Namespace("infra")),
-				Name: gwv1.ObjectName(gateways[rng.IntN(len(gateways))]), SectionName: &sec})
-			return "route second parent " + k.String()
-		case 4:
-			names := []string{"svc1", "svc2", "nope"}
-			r.Spec.Rules[1].BackendRefs[0].Name = gwv1.ObjectName(names[rng.IntN(len(names))])
-			if rng.IntN(2) == 0 {
-				r.Spec.Rules[1].BackendRefs[0].Namespace = ptr(gwv1.Namespace(fmt.Sprintf("team%d", rng.IntN(4))))
-			}
-			return "route backend " + k.String()
-		case 5:
-			c.HTTPRoutes.Delete(k)
-			return "route deleted " + k.String()
-		case 6:
-			r.Spec.Rules[0].Filters = append(r.Spec.Rules[0].Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestRedirect,
-				RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Hostname: ptr(gwv1.PreciseHostname("moved.example.com"))}})
-			r.Spec.Rules[0].BackendRefs = nil
-			return "route redirect " + k.String()
-		case 7:
-			nk := resource.Key{Namespace: k.Namespace, Name: fmt.Sprintf("new%d", rng.IntN(1000))}
-			r.Name = nk.Name
-			r.CreationTimestamp = metav1.NewTime(epoch.Add(-time.Duration(rng.IntN(100)) * time.Second))
-			c.HTTPRoutes.Set(k, orig) // unchanged: only the copy is new
-			c.HTTPRoutes.Set(nk, r)
-			return "route created " + nk.String()
-		default:
-			r.Spec.Rules[0].Matches[0].Headers = nil
-			return "route headers " + k.String()
-		}
-	case n < 16: // a GRPCRoute
-		k, r, ok := pick(rng, c.GRPCRoutes, resource.CompareKeys)
-		if !ok {
-			return "no grpc route"
-		}
-		if rng.IntN(4) == 0 {
-			c.GRPCRoutes.Delete(k)
-			return "grpc route deleted " + k.String()
-		}
-		r = r.DeepCopy()
-		r.Spec.ParentRefs = []gwv1.ParentReference{{Namespace: ptr(gwv1.Namespace("infra")), Name: gwv1.ObjectName(gateways[rng.IntN(len(gateways))])}}
-		r.Spec.Hostnames = []gwv1.Hostname{gwv1.Hostname(fmt.Sprintf("app%d.gw%d.example.com", rng.IntN(3), rng.IntN(3)))}
-		c.GRPCRoutes.Set(k, r)
-		return "grpc route " + k.String()
-	case n < 19: // a Gateway
-		k, g, ok := pick(rng, c.Gateways, resource.CompareKeys)
-		if !ok {
-			return "no gateway"
-		}
-		g = g.DeepCopy()
-		g.Generation++
-		c.Gateways.Set(k, g)
-		switch rng.IntN(6) {
-		case 0:
-			if len(g.Spec.Listeners) > 1 {
-				h := gwv1.Hostname(fmt.Sprintf("*.app%d.gw0.example.com", rng.IntN(3)))
-				g.Spec.Listeners[1].Hostname = &h
-			}
-			return "gateway hostname " + k.String()
-		case 1:
-			g.Spec.Listeners = g.Spec.Listeners[:1]
-			return "gateway listener removed " + k.String()
-		case 2:
-			same := gwv1.NamespacesFromSame
-			g.Spec.Listeners[0].AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &same}}
-			return "gateway allowed routes " + k.String()
-		case 3:
-			c.Gateways.Delete(k)
-			return "gateway deleted " + k.String()
-		case 4:
-			g.Spec.GatewayClassName = gwv1.ObjectName([]string{"portico", "configured", "other"}[rng.IntN(3)])
-			return "gateway class " + k.String()
-		default:
-			all := gwv1.NamespacesFromAll
-			g.Spec.AllowedListeners = &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &all}}
-			return "gateway allows listener sets " + k.String()
-		}
-	case n < 21: // a ListenerSet
-		name := fmt.Sprintf("ls%d", rng.IntN(3))
-		k := resource.Key{Namespace: fmt.Sprintf("team%d", rng.IntN(3)), Name: name}
-		if _, ok := c.ListenerSets.Get(k); ok && rng.IntN(2) == 0 {
-			c.ListenerSets.Delete(k)
-			return "listener set deleted " + k.String()
-		}
-		c.ListenerSets.Set(k, listenerSet(k.Namespace, k.Name, gateways[rng.IntN(len(gateways))], int32(8081+rng.IntN(3))))
-		return "listener set " + k.String()
-	case n < 24: // a Service
-		k, svc, ok := pick(rng, c.Services, resource.CompareKeys)
-		if !ok {
-			return "no service"
-		}
-		switch rng.IntN(3) {
-		case 0:
-			c.Services.Delete(k)
-			return "service deleted " + k.String()
-		case 1:
-			svc = svc.DeepCopy()
-			svc.Spec.Ports[0].Port = 8081
-			c.Services.Set(k, svc)
-			return "service port " + k.String()
-		default:
-			svc = svc.DeepCopy()
-			svc.Spec.Ports[0].AppProtocol = ptr("kubernetes.io/h2c")
-			c.Services.Set(k, svc)
-			return "service appProtocol " + k.String()
-		}
-	case n < 30: // an EndpointSlice
-		k, es, ok := pick(rng, c.EndpointSlices, resource.CompareKeys)
-		if !ok {
-			return "no slice"
-		}
-		switch rng.IntN(4) {
-		case 0:
-			c.EndpointSlices.Delete(k)
-			return "slice deleted " + k.String()
-		case 1:
-			es = es.DeepCopy()
-			es.Endpoints[0].Conditions.Ready = ptr(false)
-			c.EndpointSlices.Set(k, es)
-			return "slice not ready " + k.String()
-		case 2:
-			es2 := es.DeepCopy()
-			es2.Name += "-2"
-			es2.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.250.0.%d", rng.IntN(250))}}}
-			c.EndpointSlices.Set(key(es2.ObjectMeta), es2)
-			return "slice added " + key(es2.ObjectMeta).String()
-		default:
-			es = es.DeepCopy()
-			es.Endpoints[len(es.Endpoints)-1].Addresses = []string{fmt.Sprintf("10.251.%d.%d", rng.IntN(250), rng.IntN(250))}
-			c.EndpointSlices.Set(k, es)
-			return "slice address " + k.String()
-		}
-	case n < 32: // a Secret: the Gateways' own, or the one in namespace certs
-		k, fresh := resource.Key{Namespace: "infra", Name: "tls"}, tlsSecret
-		if rng.IntN(3) == 0 {
-			k, fresh = certsSecret, crossSecret
-		}
-		switch sec := c.Secrets.Value(k); {
-		case sec == nil:
-			c.Secrets.Set(k, fresh())
-			return "secret restored " + k.String()
-		case rng.IntN(2) == 0:
-			c.Secrets.Delete(k)
-			return "secret deleted " + k.String()
-		default:
-			sec = sec.DeepCopy()
-			sec.Data[corev1.TLSCertKey] = []byte("garbage")
-			c.Secrets.Set(k, sec)
-			return "secret invalid " + k.String()
-		}
-	case n < 34: // a Namespace's labels
-		name := fmt.Sprintf("team%d", rng.IntN(4))
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": fmt.Sprint(rng.IntN(3))}}}
-		c.Namespaces.Set(name, ns)
-		return "namespace labels " + name
-	case n < 36: // a ReferenceGrant
-		if rng.IntN(4) == 0 { // the one of the certificate in namespace certs
-			if _, ok := c.ReferenceGrants.Get(certsGrant); ok {
-				c.ReferenceGrants.Delete(certsGrant)
-				return "secret grant deleted"
-			}
-			c.ReferenceGrants.Set(certsGrant, secretGrant())
-			return "secret grant created"
-		}
-		k := resource.Key{Namespace: fmt.Sprintf("team%d", rng.IntN(4)), Name: "grant"}
-		if _, ok := c.ReferenceGrants.Get(k); ok {
-			c.ReferenceGrants.Delete(k)
-			return "grant deleted " + k.String()
-		}
-		c.ReferenceGrants.Set(k, grant(k.Namespace, k.Name, fmt.Sprintf("team%d", rng.IntN(4))))
-		return "grant created " + k.String()
-	case n < 38: // a GatewayClass
-		gc := c.GatewayClasses.Value("portico").DeepCopy()
-		if gc.Spec.ControllerName == ControllerName && rng.IntN(3) == 0 {
-			gc.Spec.ControllerName = "example.com/other"
-		} else {
-			gc.Spec.ControllerName = ControllerName
-			gc.Generation++
-		}
-		c.GatewayClasses.Set("portico", gc)
-		return "gateway class"
-	case n < 40: // a ProxyConfig: the class's, or Gateway gw8's own
+		n -= k.weight
+	}
+	panic("unreachable: n is below the sum of the weights")
+}
+
+// parentNames are the Gateways of infra that changes attach routes and
+// ListenerSets to: some of Snapshot, one of the class "configured", the
+// selective one of Rich, and one that does not exist.
+var parentNames = []string{"gw0", "gw1", "gw2", "gw9", "selective", "missing"}
+
+// randomParent is a parentRef to one of parentNames.
+func randomParent(rng *rand.Rand) gwv1.ObjectName {
+	return gwv1.ObjectName(parentNames[rng.IntN(len(parentNames))])
+}
+
+// changeHTTPRoute changes an HTTPRoute: its path, hostnames, parents or
+// backend, a redirect or no header match; or deletes it, or creates a copy
+// of it under a new name.
+func changeHTTPRoute(c *resource.Snapshot, rng *rand.Rand) string {
+	k, r, ok := pick(rng, c.HTTPRoutes, resource.CompareKeys)
+	if !ok {
+		return "no route"
+	}
+	orig := r
+	r = r.DeepCopy()
+	r.Generation++
+	c.HTTPRoutes.Set(k, r)
+	switch rng.IntN(9) {
+	case 0:
+		p := fmt.Sprintf("/changed/%d", rng.IntN(1000))
+		r.Spec.Rules[0].Matches[0].Path.Value = &p
+		return "route path " + k.String()
+	case 1:
+		hosts := [][]gwv1.Hostname{nil, {"app1.gw0.example.com"}, {"*.gw1.example.com"}, {"other.example.org"}, {"app2.gw2.example.com", "app3.gw2.example.com"}}
+		r.Spec.Hostnames = hosts[rng.IntN(len(hosts))]
+		return "route hostnames " + k.String()
+	case 2:
+		r.Spec.ParentRefs = []gwv1.ParentReference{{Namespace: ptr(gwv1.Namespace("infra")), Name: randomParent(rng)}}
+		return "route parent " + k.String()
+	case 3:
+		sec := gwv1.SectionName([]string{"http", "https", "nope"}[rng.IntN(3)])
+		r.Spec.ParentRefs = append(r.Spec.ParentRefs, gwv1.ParentReference{Namespace: ptr(gwv1.Namespace("infra")),
+			Name: randomParent(rng), SectionName: &sec})
+		return "route second parent " + k.String()
+	case 4:
+		names := []string{"svc1", "svc2", "nope"}
+		r.Spec.Rules[1].BackendRefs[0].Name = gwv1.ObjectName(names[rng.IntN(len(names))])
 		if rng.IntN(2) == 0 {
-			k := resource.Key{Namespace: "infra", Name: "gw8-proxy"}
-			if _, ok := c.ProxyConfigs.Get(k); ok && rng.IntN(3) == 0 {
-				c.ProxyConfigs.Delete(k)
-				return "gateway proxy config deleted"
-			}
-			c.ProxyConfigs.Set(k, gatewayProxy(int32(rng.IntN(5))))
-			return "gateway proxy config"
+			r.Spec.Rules[1].BackendRefs[0].Namespace = ptr(gwv1.Namespace(fmt.Sprintf("team%d", rng.IntN(4))))
 		}
-		k := resource.Key{Namespace: "infra", Name: "proxy"}
-		if _, ok := c.ProxyConfigs.Get(k); ok && rng.IntN(2) == 0 {
+		return "route backend " + k.String()
+	case 5:
+		c.HTTPRoutes.Delete(k)
+		return "route deleted " + k.String()
+	case 6:
+		r.Spec.Rules[0].Filters = append(r.Spec.Rules[0].Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestRedirect,
+			RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Hostname: ptr(gwv1.PreciseHostname("moved.example.com"))}})
+		r.Spec.Rules[0].BackendRefs = nil
+		return "route redirect " + k.String()
+	case 7:
+		nk := resource.Key{Namespace: k.Namespace, Name: fmt.Sprintf("new%d", rng.IntN(1000))}
+		r.Name = nk.Name
+		r.CreationTimestamp = metav1.NewTime(epoch.Add(-time.Duration(rng.IntN(100)) * time.Second))
+		c.HTTPRoutes.Set(k, orig) // unchanged: only the copy is new
+		c.HTTPRoutes.Set(nk, r)
+		return "route created " + nk.String()
+	default:
+		r.Spec.Rules[0].Matches[0].Headers = nil
+		return "route headers " + k.String()
+	}
+}
+
+// changeGRPCRoute deletes a GRPCRoute or gives it another parent and
+// hostname.
+func changeGRPCRoute(c *resource.Snapshot, rng *rand.Rand) string {
+	k, r, ok := pick(rng, c.GRPCRoutes, resource.CompareKeys)
+	if !ok {
+		return "no grpc route"
+	}
+	if rng.IntN(4) == 0 {
+		c.GRPCRoutes.Delete(k)
+		return "grpc route deleted " + k.String()
+	}
+	r = r.DeepCopy()
+	r.Spec.ParentRefs = []gwv1.ParentReference{{Namespace: ptr(gwv1.Namespace("infra")), Name: randomParent(rng)}}
+	r.Spec.Hostnames = []gwv1.Hostname{gwv1.Hostname(fmt.Sprintf("app%d.gw%d.example.com", rng.IntN(3), rng.IntN(3)))}
+	c.GRPCRoutes.Set(k, r)
+	return "grpc route " + k.String()
+}
+
+// changeGateway changes a Gateway's listeners (a hostname, the second
+// removed, the routes the first allows), its class or the ListenerSets it
+// allows; or deletes it.
+func changeGateway(c *resource.Snapshot, rng *rand.Rand) string {
+	k, g, ok := pick(rng, c.Gateways, resource.CompareKeys)
+	if !ok {
+		return "no gateway"
+	}
+	g = g.DeepCopy()
+	g.Generation++
+	c.Gateways.Set(k, g)
+	switch rng.IntN(6) {
+	case 0:
+		if len(g.Spec.Listeners) > 1 {
+			h := gwv1.Hostname(fmt.Sprintf("*.app%d.gw0.example.com", rng.IntN(3)))
+			g.Spec.Listeners[1].Hostname = &h
+		}
+		return "gateway hostname " + k.String()
+	case 1:
+		g.Spec.Listeners = g.Spec.Listeners[:1]
+		return "gateway listener removed " + k.String()
+	case 2:
+		same := gwv1.NamespacesFromSame
+		g.Spec.Listeners[0].AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &same}}
+		return "gateway allowed routes " + k.String()
+	case 3:
+		c.Gateways.Delete(k)
+		return "gateway deleted " + k.String()
+	case 4:
+		g.Spec.GatewayClassName = gwv1.ObjectName([]string{"portico", "configured", "other"}[rng.IntN(3)])
+		return "gateway class " + k.String()
+	default:
+		all := gwv1.NamespacesFromAll
+		g.Spec.AllowedListeners = &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &all}}
+		return "gateway allows listener sets " + k.String()
+	}
+}
+
+// changeListenerSet deletes, creates or replaces one of a few
+// ListenerSets.
+func changeListenerSet(c *resource.Snapshot, rng *rand.Rand) string {
+	name := fmt.Sprintf("ls%d", rng.IntN(3))
+	k := resource.Key{Namespace: fmt.Sprintf("team%d", rng.IntN(3)), Name: name}
+	if _, ok := c.ListenerSets.Get(k); ok && rng.IntN(2) == 0 {
+		c.ListenerSets.Delete(k)
+		return "listener set deleted " + k.String()
+	}
+	c.ListenerSets.Set(k, listenerSet(k.Namespace, k.Name, parentNames[rng.IntN(len(parentNames))], int32(8081+rng.IntN(3))))
+	return "listener set " + k.String()
+}
+
+// changeService deletes a Service or changes its port or appProtocol.
+func changeService(c *resource.Snapshot, rng *rand.Rand) string {
+	k, svc, ok := pick(rng, c.Services, resource.CompareKeys)
+	if !ok {
+		return "no service"
+	}
+	switch rng.IntN(3) {
+	case 0:
+		c.Services.Delete(k)
+		return "service deleted " + k.String()
+	case 1:
+		svc = svc.DeepCopy()
+		svc.Spec.Ports[0].Port = 8081
+		c.Services.Set(k, svc)
+		return "service port " + k.String()
+	default:
+		svc = svc.DeepCopy()
+		svc.Spec.Ports[0].AppProtocol = ptr("kubernetes.io/h2c")
+		c.Services.Set(k, svc)
+		return "service appProtocol " + k.String()
+	}
+}
+
+// changeEndpointSlice deletes an EndpointSlice, makes an endpoint not
+// ready, changes an address, or adds a second slice of the same Service.
+func changeEndpointSlice(c *resource.Snapshot, rng *rand.Rand) string {
+	k, es, ok := pick(rng, c.EndpointSlices, resource.CompareKeys)
+	if !ok {
+		return "no slice"
+	}
+	switch rng.IntN(4) {
+	case 0:
+		c.EndpointSlices.Delete(k)
+		return "slice deleted " + k.String()
+	case 1:
+		es = es.DeepCopy()
+		es.Endpoints[0].Conditions.Ready = ptr(false)
+		c.EndpointSlices.Set(k, es)
+		return "slice not ready " + k.String()
+	case 2:
+		es2 := es.DeepCopy()
+		es2.Name += "-2"
+		es2.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.250.0.%d", rng.IntN(250))}}}
+		c.EndpointSlices.Set(key(es2.ObjectMeta), es2)
+		return "slice added " + key(es2.ObjectMeta).String()
+	default:
+		es = es.DeepCopy()
+		es.Endpoints[len(es.Endpoints)-1].Addresses = []string{fmt.Sprintf("10.251.%d.%d", rng.IntN(250), rng.IntN(250))}
+		c.EndpointSlices.Set(k, es)
+		return "slice address " + k.String()
+	}
+}
+
+// changeSecret restores, deletes or spoils a certificate Secret: the
+// Gateways' own, or the one in namespace certs.
+func changeSecret(c *resource.Snapshot, rng *rand.Rand) string {
+	k, fresh := resource.Key{Namespace: "infra", Name: "tls"}, tlsSecret
+	if rng.IntN(3) == 0 {
+		k, fresh = certsSecret, crossSecret
+	}
+	switch sec := c.Secrets.Value(k); {
+	case sec == nil:
+		c.Secrets.Set(k, fresh())
+		return "secret restored " + k.String()
+	case rng.IntN(2) == 0:
+		c.Secrets.Delete(k)
+		return "secret deleted " + k.String()
+	default:
+		sec = sec.DeepCopy()
+		sec.Data[corev1.TLSCertKey] = []byte("garbage")
+		c.Secrets.Set(k, sec)
+		return "secret invalid " + k.String()
+	}
+}
+
+// changeNamespace gives a team namespace other labels.
+func changeNamespace(c *resource.Snapshot, rng *rand.Rand) string {
+	name := fmt.Sprintf("team%d", rng.IntN(4))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": fmt.Sprint(rng.IntN(3))}}}
+	c.Namespaces.Set(name, ns)
+	return "namespace labels " + name
+}
+
+// changeReferenceGrant deletes or creates a ReferenceGrant: the one of the
+// certificate in namespace certs, or one of a team namespace's backends.
+func changeReferenceGrant(c *resource.Snapshot, rng *rand.Rand) string {
+	if rng.IntN(4) == 0 {
+		if _, ok := c.ReferenceGrants.Get(certsGrant); ok {
+			c.ReferenceGrants.Delete(certsGrant)
+			return "secret grant deleted"
+		}
+		c.ReferenceGrants.Set(certsGrant, secretGrant())
+		return "secret grant created"
+	}
+	k := resource.Key{Namespace: fmt.Sprintf("team%d", rng.IntN(4)), Name: "grant"}
+	if _, ok := c.ReferenceGrants.Get(k); ok {
+		c.ReferenceGrants.Delete(k)
+		return "grant deleted " + k.String()
+	}
+	c.ReferenceGrants.Set(k, grant(k.Namespace, k.Name, fmt.Sprintf("team%d", rng.IntN(4))))
+	return "grant created " + k.String()
+}
+
+// changeGatewayClass hands the class "portico" to another controller, or
+// back to ours (a new generation).
+func changeGatewayClass(c *resource.Snapshot, rng *rand.Rand) string {
+	gc := c.GatewayClasses.Value("portico").DeepCopy()
+	if gc.Spec.ControllerName == ControllerName && rng.IntN(3) == 0 {
+		gc.Spec.ControllerName = "example.com/other"
+	} else {
+		gc.Spec.ControllerName = ControllerName
+		gc.Generation++
+	}
+	c.GatewayClasses.Set("portico", gc)
+	return "gateway class"
+}
+
+// changeProxyConfig deletes or replaces a ProxyConfig: the class's, or
+// Gateway gw8's own.
+func changeProxyConfig(c *resource.Snapshot, rng *rand.Rand) string {
+	if rng.IntN(2) == 0 {
+		k := resource.Key{Namespace: "infra", Name: "gw8-proxy"}
+		if _, ok := c.ProxyConfigs.Get(k); ok && rng.IntN(3) == 0 {
 			c.ProxyConfigs.Delete(k)
-			return "proxy config deleted"
+			return "gateway proxy config deleted"
 		}
-		c.ProxyConfigs.Set(k, &v1alpha1.ProxyConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "proxy"},
-			Spec: v1alpha1.ProxyConfigSpec{Replicas: ptr(int32(rng.IntN(5)))}})
-		return "proxy config"
-	default: // a provisioned proxy's Deployment or Service
-		g := rng.IntN(provisioned)
-		k := proxyKey(g)
-		switch rng.IntN(5) {
-		case 0:
-			c.Deployments.Set(k, proxyDeployment(g, fmt.Sprintf("gw%d", g), int32(rng.IntN(2))))
-			return "proxy deployment availability " + k.String()
-		case 1:
-			if _, ok := c.Deployments.Get(k); ok {
-				c.Deployments.Delete(k)
-				return "proxy deployment deleted " + k.String()
-			}
-			c.Deployments.Set(k, proxyDeployment(g, fmt.Sprintf("gw%d", g), 1))
-			return "proxy deployment restored " + k.String()
-		case 2:
-			c.Deployments.Set(k, proxyDeployment(g, "someone-else", 1))
-			return "proxy deployment of another Gateway " + k.String()
-		case 3:
-			addr := ""
-			if rng.IntN(3) != 0 {
-				addr = fmt.Sprintf("192.0.2.%d", 10+rng.IntN(200))
-			}
-			c.Services.Set(k, proxyService(g, addr))
-			return "proxy service address " + k.String()
-		default:
-			if _, ok := c.Services.Get(k); ok {
-				c.Services.Delete(k)
-				return "proxy service deleted " + k.String()
-			}
-			c.Services.Set(k, proxyService(g, fmt.Sprintf("192.0.2.%d", g+1)))
-			return "proxy service restored " + k.String()
+		c.ProxyConfigs.Set(k, gatewayProxy(int32(rng.IntN(5))))
+		return "gateway proxy config"
+	}
+	k := resource.Key{Namespace: "infra", Name: "proxy"}
+	if _, ok := c.ProxyConfigs.Get(k); ok && rng.IntN(2) == 0 {
+		c.ProxyConfigs.Delete(k)
+		return "proxy config deleted"
+	}
+	c.ProxyConfigs.Set(k, &v1alpha1.ProxyConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "proxy"},
+		Spec: v1alpha1.ProxyConfigSpec{Replicas: ptr(int32(rng.IntN(5)))}})
+	return "proxy config"
+}
+
+// changeProvisionedProxy changes the Deployment (its availability, its
+// owner, deleted or restored) or the Service (its address, deleted or
+// restored) of a provisioned proxy.
+func changeProvisionedProxy(c *resource.Snapshot, rng *rand.Rand) string {
+	g := rng.IntN(provisioned)
+	k := proxyKey(g)
+	switch rng.IntN(5) {
+	case 0:
+		c.Deployments.Set(k, proxyDeployment(g, fmt.Sprintf("gw%d", g), int32(rng.IntN(2))))
+		return "proxy deployment availability " + k.String()
+	case 1:
+		if _, ok := c.Deployments.Get(k); ok {
+			c.Deployments.Delete(k)
+			return "proxy deployment deleted " + k.String()
 		}
+		c.Deployments.Set(k, proxyDeployment(g, fmt.Sprintf("gw%d", g), 1))
+		return "proxy deployment restored " + k.String()
+	case 2:
+		c.Deployments.Set(k, proxyDeployment(g, "someone-else", 1))
+		return "proxy deployment of another Gateway " + k.String()
+	case 3:
+		addr := ""
+		if rng.IntN(3) != 0 {
+			addr = fmt.Sprintf("192.0.2.%d", 10+rng.IntN(200))
+		}
+		c.Services.Set(k, proxyService(g, addr))
+		return "proxy service address " + k.String()
+	default:
+		if _, ok := c.Services.Get(k); ok {
+			c.Services.Delete(k)
+			return "proxy service deleted " + k.String()
+		}
+		c.Services.Set(k, proxyService(g, fmt.Sprintf("192.0.2.%d", g+1)))
+		return "proxy service restored " + k.String()
 	}
 }
