@@ -23,7 +23,10 @@
 //   - the translation loop (internal/pipeline) imports no renderer
 //     (internal/render): it hands out its Results, and internal/admin
 //     renders the debug views from them;
-//   - the IR (internal/ir) imports nothing of Portico's.
+//   - the IR (internal/ir) imports nothing of Portico's;
+//   - no product package (cmd/..., internal/... but internal/testenv/...)
+//     imports test support (internal/testenv: the workload generator,
+//     the test clusters, Envoy).
 //
 // Only the packages proper are checked, not their tests: a test may well
 // check across layers (gatewayapi's tests render what the translator
