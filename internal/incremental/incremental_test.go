@@ -31,11 +31,19 @@ func incrementalSteps(t *testing.T, opts gatewayapi.Options) (*Translator, *reso
 	if testing.Short() {
 		steps = 100
 	}
-	x, snap, modes, err := differential(opts, seed, steps)
+	changed := map[resource.Kind]int{}
+	x, snap, modes, err := differential(opts, seed, steps, func(r resource.Ref) { changed[r.Kind]++ })
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("modes: %v", modes)
+	t.Logf("modes: %v; objects changed by kind: %v", modes, changed)
+	// The edits cover every kind of the snapshot, so that a kind whose
+	// reads the engine does not follow makes the test fail.
+	for d := range resource.Kinds() {
+		if changed[d.Kind] == 0 {
+			t.Errorf("no %s changed in %d steps: the differential test does not cover the kind", d, steps)
+		}
+	}
 	return x, snap, modes
 }
 
@@ -43,7 +51,9 @@ func incrementalSteps(t *testing.T, opts gatewayapi.Options) (*Translator, *reso
 // random single-object changes (workload.Change) to a generated world and
 // returns an error at the first step whose incremental translation with
 // opts differs from a full one (or is itself a full one).
-func differential(opts gatewayapi.Options, seed uint64, steps int) (*Translator, *resource.Snapshot, map[Mode]int, error) {
+//
+// changed, if not nil, is called with every object each step changed.
+func differential(opts gatewayapi.Options, seed uint64, steps int, changed func(resource.Ref)) (*Translator, *resource.Snapshot, map[Mode]int, error) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	snap := workload.Rich(500)
 	x := New()
@@ -55,6 +65,11 @@ func differential(opts gatewayapi.Options, seed uint64, steps int) (*Translator,
 		var desc string
 		prev := snap
 		snap, desc = workload.Change(snap, rng)
+		if changed != nil {
+			for r := range resource.Diff(prev, snap).Objects {
+				changed(r)
+			}
+		}
 		if i%3 == 0 {
 			// As a provider lists them: the changes, and more (objects that
 			// did not change, or that do not exist).
