@@ -170,7 +170,7 @@ func (t *translator) attach(rs *routeState) {
 		ps := &parentState{ref: ref}
 		rs.parents = append(rs.parents, ps)
 		// What the listeners' allowedRoutes read is the Gateway's.
-		t.readingFor(gatewayRef(g.key())).attachParent(rs, ps, candidates, parentDesc)
+		t.readingForGateway(g.key()).attachParent(rs, ps, candidates, parentDesc)
 	}
 	t.enforceBudget(rs)
 }

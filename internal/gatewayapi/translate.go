@@ -123,6 +123,9 @@ type translation struct {
 	// the other virtual hosts are built from the same attachments as last
 	// time (see clean).
 	reattached map[*listener][]string
+	// gatewayReaders are the translators reading for each Gateway
+	// (readingForGateway).
+	gatewayReaders map[resource.Key]*translator
 }
 
 // readingFor returns the translator of t's translation whose reads are
@@ -130,7 +133,29 @@ type translation struct {
 // read on its behalf (a Gateway's listeners' allowedRoutes when a route
 // attaches to them).
 func (t *translator) readingFor(owner resource.Ref) *translator {
-	return &translator{in: t.in.For(owner), translation: t.translation}
+	o := &ownedTranslator{reader: t.in.WithOwner(owner)}
+	o.translator = translator{in: &o.reader, translation: t.translation}
+	return &o.translator
+}
+
+// ownedTranslator is a translator and its Reader, allocated together.
+type ownedTranslator struct {
+	translator
+	reader inputs.Reader
+}
+
+// readingForGateway is readingFor(the Gateway key), made once per
+// translation: the routes attaching to a Gateway read for it.
+func (t *translator) readingForGateway(key resource.Key) *translator {
+	if gt := t.gatewayReaders[key]; gt != nil {
+		return gt
+	}
+	if t.gatewayReaders == nil {
+		t.gatewayReaders = map[resource.Key]*translator{}
+	}
+	gt := t.readingFor(gatewayRef(key))
+	t.gatewayReaders[key] = gt
+	return gt
 }
 
 // Translate computes statuses and IR from a snapshot. A nil snapshot gives

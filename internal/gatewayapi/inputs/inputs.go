@@ -81,9 +81,16 @@ func New(snap *resource.Snapshot, rec Recorder) *Reader {
 // recorded into the same Recorder; the zero Ref is no owner. r is not
 // changed: the two Readers differ only by their owner.
 func (r *Reader) For(owner resource.Ref) *Reader {
+	o := r.WithOwner(owner)
+	return &o
+}
+
+// WithOwner is For as a value, for a caller that allocates the Reader
+// with state of its own.
+func (r *Reader) WithOwner(owner resource.Ref) Reader {
 	o := *r
 	o.owner = owner
-	return &o
+	return o
 }
 
 func (r *Reader) record(kind resource.Kind, key resource.Key) {
