@@ -240,7 +240,7 @@ func (c *Cluster) SetUp(qps float32, burst int, s *runtime.Scheme) (*rest.Config
 	return cfg, cl, nil
 }
 
-// InstallCRDs installs (or updates) the Gateway API standard CRDs of the
+// InstallCRDs installs (or updates) the Gateway API CRDs (GatewayAPICRDs) of the
 // module repo pins and Portico's CRDs (repo/config/crd) with cfg, and
 // waits with c (whose scheme has apiextensions/v1) until all are
 // Established, for 60 seconds at most.

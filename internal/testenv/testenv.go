@@ -61,8 +61,12 @@ func BinaryDir(names ...string) (string, error) {
 		strings.Join(names, ", "), dirs[1])
 }
 
-// GatewayAPICRDs is the standard-channel CRD directory of the pinned
-// sigs.k8s.io/gateway-api module.
+// GatewayAPICRDs is the experimental-channel CRD directory of the pinned
+// sigs.k8s.io/gateway-api module. Portico's tests and its conformance run
+// use the experimental channel, a superset of the standard one: Portico
+// claims features whose fields only it has (listener filters,
+// ClusterTrustBundle references, address routability), and the
+// standard-channel CRDs would prune them.
 func GatewayAPICRDs() (string, error) { return gatewayAPICRDs("") }
 
 // gatewayAPICRDs is GatewayAPICRDs with `go list` run in dir ("": the
@@ -74,7 +78,7 @@ func gatewayAPICRDs(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("locating sigs.k8s.io/gateway-api: %w", err)
 	}
-	crds := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
+	crds := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "experimental")
 	if _, err := os.Stat(crds); err != nil {
 		return "", err
 	}
