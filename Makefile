@@ -152,6 +152,12 @@ conformance:
 	if [ $$rc -ne 0 ]; then echo "conformance: FAILED, last lines of _output/conformance.log:"; tail -60 _output/conformance.log; fi; \
 	exit $$rc
 
+.PHONY: conformance-report
+## conformance-report: the last conformance report, copied into the upstream
+## reports layout (conformance/reports/v1.7.0/portico/), to commit and submit
+conformance-report:
+	hack/conformance-report.sh
+
 .PHONY: bench-suite
 
 ## bench-suite: issue 6's benchmark suite on a kwok cluster with two controller
