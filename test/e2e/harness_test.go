@@ -9,7 +9,7 @@
 // run go to $PORTICO_E2E_ARTIFACTS if set, else their last lines to
 // stderr); with PORTICO_KUBECONFIG set it uses that cluster instead (e.g.
 // one started by `make cluster-up`, kept between runs). It installs the
-// Gateway API v1.7.0 standard CRDs and Portico's CRDs. Without the binaries
+// Gateway API v1.7.0 experimental-channel CRDs and Portico's CRDs. Without the binaries
 // (hack/kube-binaries.sh) the tests skip locally and fail in CI (CI=true);
 // with -short they skip.
 //

@@ -1,6 +1,7 @@
 // Package integration runs Portico's controller against a real
 // kube-apiserver and etcd (controller-runtime envtest), with the Gateway API
-// v1.7.0 standard CRDs installed from the module.
+// v1.7.0 experimental-channel CRDs (testenv.GatewayAPICRDs) installed from
+// the module.
 //
 // The binaries come from hack/kube-binaries.sh (KUBEBUILDER_ASSETS, or its
 // cache directory). Without them the tests skip locally and fail in CI
