@@ -318,72 +318,108 @@ func secretValue(s *corev1.Secret, key string) []byte {
 
 // detectConflicts marks conflicted listeners of a Gateway's merged set,
 // which is in precedence order: the Gateway's own listeners, then those of
-// each ListenerSet. Among the Gateway's own listeners no winner is picked:
-// every listener of a port carrying two protocols is ProtocolConflict, and
-// listeners sharing port, protocol and hostname are all HostnameConflict.
-// A ListenerSet listener conflicts with any earlier listener; the earlier
-// one wins. Listeners with an unsupported protocol or invalid values take
-// no part.
+// each ListenerSet (by creation time, then namespace/name). Precedence
+// orders distinct objects only: a listener that conflicts with one of an
+// earlier object loses to it, but within one object (the Gateway, or one
+// ListenerSet) no winner is picked: every listener of a port carrying two
+// protocols is ProtocolConflict, and listeners sharing port, protocol and
+// hostname are all HostnameConflict, whatever their order. The listeners
+// conflicted within their object still claim their port and hostname
+// against later objects; those that lost to an earlier object claim
+// nothing. Listeners with an unsupported protocol or invalid values take
+// no part, except that a ListenerSet entry of an unsupported protocol on
+// a port an earlier object holds is ProtocolConflict.
 func detectConflicts(merged []*listener) {
-	type hostKey struct {
-		port     int32
-		protocol gwv1.ProtocolType
-		hostname string
+	c := conflictState{
+		protos:   map[int32]gwv1.ProtocolType{},
+		poisoned: map[int32]bool{},
+		hosts:    map[hostKey]bool{},
 	}
-	protos := map[int32]map[gwv1.ProtocolType]int{}
-	hosts := map[hostKey]int{}
-	for _, l := range merged {
-		if l.set != nil || l.unsupported {
-			continue
+	for start := 0; start < len(merged); {
+		end := start + 1
+		for end < len(merged) && merged[end].set == merged[start].set {
+			end++
 		}
-		if protos[l.portKey()] == nil {
-			protos[l.portKey()] = map[gwv1.ProtocolType]int{}
-		}
-		protos[l.portKey()][portClass(l.protocol)]++
-		hosts[hostKey{l.portKey(), portClass(l.protocol), l.hostname}]++
+		c.object(merged[start:end])
+		start = end
 	}
-	poisoned := map[int32]bool{}
-	portProto := map[int32]gwv1.ProtocolType{}
-	for _, l := range merged {
-		if l.set != nil || l.unsupported {
-			continue
-		}
-		switch {
-		case len(protos[l.portKey()]) > 1:
-			l.conflict = gwv1.ListenerReasonProtocolConflict
-			poisoned[l.portKey()] = true
-		case hosts[hostKey{l.portKey(), portClass(l.protocol), l.hostname}] > 1:
-			l.conflict = gwv1.ListenerReasonHostnameConflict
-		}
-		portProto[l.portKey()] = portClass(l.protocol)
-	}
-	for _, l := range merged {
-		if l.set == nil {
-			continue
-		}
+	detectOverlappingTLS(merged)
+}
+
+// hostKey is what makes listeners of one port distinct.
+type hostKey struct {
+	port     int32
+	protocol gwv1.ProtocolType
+	hostname string
+}
+
+// conflictState is what the objects of higher precedence claimed: the
+// protocol class of each port, the ports carrying two protocols within one
+// object (poisoned), and the hostnames of each port and class.
+type conflictState struct {
+	protos   map[int32]gwv1.ProtocolType
+	poisoned map[int32]bool
+	hosts    map[hostKey]bool
+}
+
+// object detects the conflicts of the listeners of one object, against
+// the earlier objects and among themselves, then records their claims.
+func (c *conflictState) object(ls []*listener) {
+	key := func(l *listener) hostKey { return hostKey{l.portKey(), portClass(l.protocol), l.hostname} }
+	// Conflicts with earlier objects.
+	lost := make([]bool, len(ls))
+	for i, l := range ls {
+		p, claimed := c.protos[l.portKey()]
+		protoConflict := c.poisoned[l.portKey()] || (claimed && p != portClass(l.protocol))
 		if l.unsupported {
-			// An unsupported protocol on a port other listeners hold is a
-			// protocol conflict; such a listener never claims a port.
-			p, claimed := portProto[l.portKey()]
-			if l.invalid != nil && l.invalid.reason == string(gwv1.ListenerReasonUnsupportedProtocol) &&
-				(poisoned[l.portKey()] || (claimed && p != portClass(l.protocol))) {
+			if l.set != nil && protoConflict && l.invalid != nil && l.invalid.reason == string(gwv1.ListenerReasonUnsupportedProtocol) {
 				l.conflict = gwv1.ListenerReasonProtocolConflict
 			}
 			continue
 		}
-		k := hostKey{l.portKey(), portClass(l.protocol), l.hostname}
-		p, claimed := portProto[l.portKey()]
 		switch {
-		case poisoned[l.portKey()] || (claimed && p != portClass(l.protocol)):
-			l.conflict = gwv1.ListenerReasonProtocolConflict
-		case hosts[k] > 0:
-			l.conflict = gwv1.ListenerReasonHostnameConflict
-		default:
-			portProto[l.portKey()] = portClass(l.protocol)
-			hosts[k]++
+		case protoConflict:
+			l.conflict, lost[i] = gwv1.ListenerReasonProtocolConflict, true
+		case c.hosts[key(l)]:
+			l.conflict, lost[i] = gwv1.ListenerReasonHostnameConflict, true
 		}
 	}
-	detectOverlappingTLS(merged)
+	// Conflicts within the object, counting every supported listener
+	// (those that lost too: no sibling wins over another).
+	classes := map[int32]map[gwv1.ProtocolType]bool{}
+	hosts := map[hostKey]int{}
+	for _, l := range ls {
+		if l.unsupported {
+			continue
+		}
+		if classes[l.portKey()] == nil {
+			classes[l.portKey()] = map[gwv1.ProtocolType]bool{}
+		}
+		classes[l.portKey()][portClass(l.protocol)] = true
+		hosts[key(l)]++
+	}
+	for _, l := range ls {
+		if l.unsupported || l.conflict == gwv1.ListenerReasonProtocolConflict {
+			continue
+		}
+		switch {
+		case len(classes[l.portKey()]) > 1:
+			l.conflict = gwv1.ListenerReasonProtocolConflict
+		case hosts[key(l)] > 1 && l.conflict == "":
+			l.conflict = gwv1.ListenerReasonHostnameConflict
+		}
+	}
+	// Claims against later objects.
+	for i, l := range ls {
+		if l.unsupported || lost[i] {
+			continue
+		}
+		if len(classes[l.portKey()]) > 1 {
+			c.poisoned[l.portKey()] = true
+		}
+		c.protos[l.portKey()] = portClass(l.protocol)
+		c.hosts[key(l)] = true
+	}
 }
 
 // detectOverlappingTLS flags HTTPS and TLS listeners on one port whose hostnames
