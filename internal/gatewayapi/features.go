@@ -30,6 +30,7 @@ var supportedFeatures []gwv1.FeatureName
 var gatewayFeatures = []features.FeatureName{
 	features.SupportGateway,
 	features.SupportGatewayHTTPListenerIsolation,
+	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayInfrastructure,
 	features.SupportGatewayPort8080,
 	features.SupportGatewayRouteHostnameIntersectionPrecedence,
