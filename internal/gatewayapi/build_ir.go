@@ -112,13 +112,9 @@ func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 // with a virtual host per hostname.
 func (b *irBuilder) httpListener(port int32, ls []*listener) *ir.Listener {
 	name := fmt.Sprintf("http-%d", port)
-	return &ir.Listener{
-		Name: name, Port: uint32(port), Protocol: ir.ProtocolHTTP,
-		FilterChains: []*ir.FilterChain{{
-			Name:        name,
-			RouteConfig: b.routeConfig(name, uint32(port), ls),
-		}},
-	}
+	fc := &ir.FilterChain{Name: name, RouteConfig: b.routeConfig(name, uint32(port), ls)}
+	b.chainAuth(fc, uint32(port), ls)
+	return &ir.Listener{Name: name, Port: uint32(port), Protocol: ir.ProtocolHTTP, FilterChains: []*ir.FilterChain{fc}}
 }
 
 // httpsListener makes a filter chain per HTTPS listener (hostnames are
@@ -151,6 +147,7 @@ func (b *irBuilder) httpsListener(port int32, ls []*listener) *ir.Listener {
 			}
 		}
 		fc.RouteConfig = b.chainRouteConfig(fc.Name, uint32(port), l, https)
+		b.chainAuth(fc, uint32(port), []*listener{l})
 		out.FilterChains = append(out.FilterChains, fc)
 	}
 	sort.Slice(out.FilterChains, func(i, j int) bool { return out.FilterChains[i].Name < out.FilterChains[j].Name })

@@ -50,6 +50,13 @@ type listener struct {
 	conflict    gwv1.ListenerConditionReason // "" when not conflicted
 	overlapping bool
 	certs       []string // names of ir.Secrets
+	// hasFilters: spec.filters lists request filters; extAuth are they,
+	// compiled (listener_filters.go); badFilters is set when one's backend
+	// cannot be resolved: the listener is not programmed.
+	hasFilters bool
+	extAuth    []*ir.ExtAuth
+	authUses   []clusterUse
+	badFilters bool
 	// secrets are the ir.Secrets of certs, when valid.
 	secrets []*ir.Secret
 
@@ -83,7 +90,7 @@ func (l *listener) accepted() bool { return l.invalid == nil && l.conflict == ""
 
 // usable reports whether the listener can produce configuration: it is
 // accepted and its certificates (if any) resolved.
-func (l *listener) usable() bool { return l.accepted() && !l.noCerts }
+func (l *listener) usable() bool { return l.accepted() && !l.noCerts && !l.badFilters }
 
 // programmed reports whether the listener produces configuration.
 func (l *listener) programmed() bool { return l.usable() && l.gw.accepted }
@@ -96,6 +103,9 @@ type listenerSpec struct {
 	protocol      gwv1.ProtocolType
 	tls           *gwv1.ListenerTLSConfig
 	allowedRoutes *gwv1.AllowedRoutes
+	filters       *gwv1.ListenerFilters
+	// owner is "<kind>/<ns>/<name>" of the Gateway or ListenerSet.
+	owner string
 }
 
 // routeKind returns a new RouteGroupKind of the Gateway API group.
@@ -144,6 +154,12 @@ func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec l
 		l.invalid = &problem{string(gwv1.ListenerReasonPortUnavailable), fmt.Sprintf("port %d is the provisioned proxies' %s", spec.port, what)}
 		l.unsupported = true
 		return l
+	}
+	if spec.filters != nil && len(spec.filters.Requests) > 0 {
+		l.hasFilters = true
+		if !t.listenerFilters(l, spec.filters, from, spec.owner) {
+			return l
+		}
 	}
 	if l4Protocol(spec.protocol) {
 		// TCP and UDP select no hostname: spec.hostname is ignored.
@@ -468,6 +484,10 @@ func listenerConditions(l *listener, gen int64) *conditions {
 		c.set(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
 		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
 			"the listener has no usable certificate, see the ResolvedRefs condition")
+	case l.badFilters:
+		c.set(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
+		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
+			"the backend of a listener filter cannot be resolved, see the ResolvedRefs condition; the listener serves nothing")
 	case !l.gw.accepted:
 		c.set(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
 		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the Gateway is not accepted")
