@@ -39,8 +39,6 @@ import (
 //     Accepted=False UnsupportedValue (none is picked). HTTPS listeners
 //     have a filter chain each.
 
-
-
 // listenerFilters compiles the filters of an HTTP or HTTPS listener. It
 // reports false when the listener is not accepted.
 func (t *translator) listenerFilters(l *listener, f *gwv1.ListenerFilters, from objRef, owner string) bool {

@@ -94,7 +94,9 @@ endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
 // grpcAuthz allows requests that carry x-auth-user: alice (the header the
 // HTTP server, which runs first, adds) and adds x-grpc-auth: ok; it denies
 // the others.
-type grpcAuthz struct{ authv3.UnimplementedAuthorizationServer }
+type grpcAuthz struct {
+	authv3.UnimplementedAuthorizationServer
+}
 
 func (grpcAuthz) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	h := req.GetAttributes().GetRequest().GetHttp().GetHeaders()
