@@ -336,10 +336,11 @@ func secretValue(s *corev1.Secret, key string) []byte {
 // which is in precedence order: the Gateway's own listeners, then those of
 // each ListenerSet (by creation time, then namespace/name). Precedence
 // orders distinct objects only: a listener that conflicts with one of an
-// earlier object loses to it, but within one object (the Gateway, or one
-// ListenerSet) no winner is picked: every listener of a port carrying two
-// protocols is ProtocolConflict, and listeners sharing port, protocol and
-// hostname are all HostnameConflict, whatever their order. The listeners
+// earlier object loses to it, but among the other listeners of one object
+// (the Gateway, or one ListenerSet) no winner is picked: every listener of
+// a port carrying two protocols is ProtocolConflict, and listeners sharing
+// port, protocol and hostname are all HostnameConflict, whatever their
+// order. The listeners
 // conflicted within their object still claim their port and hostname
 // against later objects; those that lost to an earlier object claim
 // nothing. Listeners with an unsupported protocol or invalid values take
@@ -400,12 +401,15 @@ func (c *conflictState) object(ls []*listener) {
 			l.conflict, lost[i] = gwv1.ListenerReasonHostnameConflict, true
 		}
 	}
-	// Conflicts within the object, counting every supported listener
-	// (those that lost too: no sibling wins over another).
+	// Conflicts within the object, among the listeners that did not lose
+	// to an earlier object (as the conformance test
+	// ListenerSetProtocolConflict expects: an entry losing to the Gateway
+	// does not take its siblings down with it); no sibling wins over
+	// another.
 	classes := map[int32]map[gwv1.ProtocolType]bool{}
 	hosts := map[hostKey]int{}
-	for _, l := range ls {
-		if l.unsupported {
+	for i, l := range ls {
+		if l.unsupported || lost[i] {
 			continue
 		}
 		if classes[l.portKey()] == nil {
@@ -414,14 +418,14 @@ func (c *conflictState) object(ls []*listener) {
 		classes[l.portKey()][portClass(l.protocol)] = true
 		hosts[key(l)]++
 	}
-	for _, l := range ls {
-		if l.unsupported || l.conflict == gwv1.ListenerReasonProtocolConflict {
+	for i, l := range ls {
+		if l.unsupported || lost[i] {
 			continue
 		}
 		switch {
 		case len(classes[l.portKey()]) > 1:
 			l.conflict = gwv1.ListenerReasonProtocolConflict
-		case hosts[key(l)] > 1 && l.conflict == "":
+		case hosts[key(l)] > 1:
 			l.conflict = gwv1.ListenerReasonHostnameConflict
 		}
 	}

@@ -21,7 +21,9 @@ import (
 // ListenerSets using the following precedence: 1. "parent" Gateway 2.
 // ListenerSet ordered by creation time (oldest first) 3. ListenerSet
 // ordered alphabetically by "{namespace}/{name}"." A listener conflicting
-// with one of a higher-precedence object loses to it; two entries of the same ListenerSet have the same
+// with one of a higher-precedence object loses to it (and, as the
+// conformance test ListenerSetProtocolConflict expects, does not count
+// against its siblings); two entries of the same ListenerSet have the same
 // precedence: neither may win. Each case is run with the listeners of
 // every object in the order written and reversed: the result must not
 // depend on it.
@@ -66,15 +68,23 @@ func TestConflictsWithinOneObject(t *testing.T) {
 		sets: []set{{"s", 1, []gwv1.Listener{httpsL("a", 443, "", "cert"), httpsL("b", 443, "", "cert")}}},
 		want: map[string]string{"gw/gw-80": "", "s/a": host, "s/b": host},
 	}, {
-		name: "mixed: the older ListenerSet wins, the newer one's entries conflict among themselves too",
+		name: "mixed: the older ListenerSet wins; an entry that lost does not take its siblings down",
 		gw:   []gwv1.Listener{httpL("gw-80", 80, "")},
 		sets: []set{
 			{"old", 1, []gwv1.Listener{httpL("web", 8080, "")}},
-			// https loses to old/web; http would be compatible with
-			// old/web but conflicts with its sibling.
+			// https loses to old/web; http, compatible with old/web,
+			// stays (as ListenerSetProtocolConflict expects).
 			{"new", 2, []gwv1.Listener{httpsL("https", 8080, "", "cert"), httpL("http", 8080, "x.example.com")}},
 		},
-		want: map[string]string{"gw/gw-80": "", "old/web": "", "new/https": proto, "new/http": proto},
+		want: map[string]string{"gw/gw-80": "", "old/web": "", "new/https": proto, "new/http": ""},
+	}, {
+		name: "mixed: entries that did not lose conflict among themselves",
+		gw:   []gwv1.Listener{httpL("gw-80", 80, "")},
+		sets: []set{
+			{"old", 1, []gwv1.Listener{httpL("web", 8080, "")}},
+			{"new", 2, []gwv1.Listener{httpsL("https", 8080, "", "cert"), httpL("a", 9090, ""), gwv1.Listener{Name: "b", Port: 9090, Protocol: gwv1.TCPProtocolType}}},
+		},
+		want: map[string]string{"gw/gw-80": "", "old/web": "", "new/https": proto, "new/a": proto, "new/b": proto},
 	}, {
 		name: "mixed: conflicted entries of an older object still take precedence",
 		gw:   []gwv1.Listener{httpL("a", 8080, "a.example.com"), httpL("b", 8080, "a.example.com")},
