@@ -112,13 +112,9 @@ func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 // with a virtual host per hostname.
 func (b *irBuilder) httpListener(port int32, ls []*listener) *ir.Listener {
 	name := fmt.Sprintf("http-%d", port)
-	return &ir.Listener{
-		Name: name, Port: uint32(port), Protocol: ir.ProtocolHTTP,
-		FilterChains: []*ir.FilterChain{{
-			Name:        name,
-			RouteConfig: b.routeConfig(name, uint32(port), ls),
-		}},
-	}
+	fc := &ir.FilterChain{Name: name, RouteConfig: b.routeConfig(name, uint32(port), ls)}
+	b.chainAuth(fc, uint32(port), ls)
+	return &ir.Listener{Name: name, Port: uint32(port), Protocol: ir.ProtocolHTTP, FilterChains: []*ir.FilterChain{fc}}
 }
 
 // httpsListener makes a filter chain per HTTPS listener (hostnames are
@@ -128,6 +124,12 @@ func (b *irBuilder) httpListener(port int32, ls []*listener) *ir.Listener {
 func (b *irBuilder) httpsListener(port int32, ls []*listener) *ir.Listener {
 	name := fmt.Sprintf("https-%d", port)
 	out := &ir.Listener{Name: name, Port: uint32(port), Protocol: ir.ProtocolHTTPS}
+	var https []*listener
+	for _, l := range ls {
+		if l.protocol == gwv1.HTTPSProtocolType {
+			https = append(https, l)
+		}
+	}
 	for _, l := range ls {
 		if l.protocol == gwv1.TLSProtocolType {
 			out.FilterChains = append(out.FilterChains, b.tlsChains(name, l)...)
@@ -144,7 +146,8 @@ func (b *irBuilder) httpsListener(port int32, ls []*listener) *ir.Listener {
 				b.secrets[c] = sec
 			}
 		}
-		fc.RouteConfig = b.routeConfig(fc.Name, uint32(port), []*listener{l})
+		fc.RouteConfig = b.chainRouteConfig(fc.Name, uint32(port), l, https)
+		b.chainAuth(fc, uint32(port), []*listener{l})
 		out.FilterChains = append(out.FilterChains, fc)
 	}
 	sort.Slice(out.FilterChains, func(i, j int) bool { return out.FilterChains[i].Name < out.FilterChains[j].Name })

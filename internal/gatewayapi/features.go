@@ -30,7 +30,11 @@ var supportedFeatures []gwv1.FeatureName
 var gatewayFeatures = []features.FeatureName{
 	features.SupportGateway,
 	features.SupportGatewayHTTPListenerIsolation,
+	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayInfrastructure,
+	// No upstream test in v1.7.0: claimed on Portico's own through Envoy
+	// (test/envoy TestListenerFilterExtAuth; listener_filters.go).
+	features.SupportGatewayListenerFilters,
 	features.SupportGatewayPort8080,
 	features.SupportGatewayRouteHostnameIntersectionPrecedence,
 	features.SupportListenerSet,

@@ -126,7 +126,8 @@ func (t *translator) processGateways() {
 			seen[string(l.Name)] = true
 			g.own = append(g.own, gt.newListener(g, nil, listenerSpec{
 				name: string(l.Name), hostname: l.Hostname, port: l.Port, protocol: l.Protocol,
-				tls: l.TLS, allowedRoutes: l.AllowedRoutes,
+				tls: l.TLS, allowedRoutes: l.AllowedRoutes, filters: l.Filters,
+				owner: "gateway/" + gw.Namespace + "/" + gw.Name,
 			}, from))
 		}
 		t.gateways[k] = g
@@ -196,13 +197,15 @@ func (t *translator) finishListeners() {
 				seen[string(e.Name)] = true
 				l := gt.newListener(g, s, listenerSpec{
 					name: string(e.Name), hostname: e.Hostname, port: e.Port, protocol: e.Protocol,
-					tls: e.TLS, allowedRoutes: e.AllowedRoutes,
+					tls: e.TLS, allowedRoutes: e.AllowedRoutes, filters: e.Filters,
+					owner: "listenerset/" + s.obj.Namespace + "/" + s.obj.Name,
 				}, from)
 				s.listeners = append(s.listeners, l)
 				g.merged = append(g.merged, l)
 			}
 		}
 		detectConflicts(g.merged)
+		checkSharedFilters(g.merged)
 
 		// A Gateway (ListenerSet) with listeners is accepted when one of
 		// them can be served: accepted, with usable certificates. The

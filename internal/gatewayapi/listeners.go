@@ -50,6 +50,13 @@ type listener struct {
 	conflict    gwv1.ListenerConditionReason // "" when not conflicted
 	overlapping bool
 	certs       []string // names of ir.Secrets
+	// hasFilters: spec.filters lists request filters; extAuth are they,
+	// compiled (listener_filters.go); badFilters is set when one's backend
+	// cannot be resolved: the listener is not programmed.
+	hasFilters bool
+	extAuth    []*ir.ExtAuth
+	authUses   []clusterUse
+	badFilters bool
 	// secrets are the ir.Secrets of certs, when valid.
 	secrets []*ir.Secret
 
@@ -83,7 +90,7 @@ func (l *listener) accepted() bool { return l.invalid == nil && l.conflict == ""
 
 // usable reports whether the listener can produce configuration: it is
 // accepted and its certificates (if any) resolved.
-func (l *listener) usable() bool { return l.accepted() && !l.noCerts }
+func (l *listener) usable() bool { return l.accepted() && !l.noCerts && !l.badFilters }
 
 // programmed reports whether the listener produces configuration.
 func (l *listener) programmed() bool { return l.usable() && l.gw.accepted }
@@ -96,6 +103,9 @@ type listenerSpec struct {
 	protocol      gwv1.ProtocolType
 	tls           *gwv1.ListenerTLSConfig
 	allowedRoutes *gwv1.AllowedRoutes
+	filters       *gwv1.ListenerFilters
+	// owner is "<kind>/<ns>/<name>" of the Gateway or ListenerSet.
+	owner string
 }
 
 // routeKind returns a new RouteGroupKind of the Gateway API group.
@@ -144,6 +154,12 @@ func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec l
 		l.invalid = &problem{string(gwv1.ListenerReasonPortUnavailable), fmt.Sprintf("port %d is the provisioned proxies' %s", spec.port, what)}
 		l.unsupported = true
 		return l
+	}
+	if spec.filters != nil && len(spec.filters.Requests) > 0 {
+		l.hasFilters = true
+		if !t.listenerFilters(l, spec.filters, from, spec.owner) {
+			return l
+		}
 	}
 	if l4Protocol(spec.protocol) {
 		// TCP and UDP select no hostname: spec.hostname is ignored.
@@ -318,72 +334,112 @@ func secretValue(s *corev1.Secret, key string) []byte {
 
 // detectConflicts marks conflicted listeners of a Gateway's merged set,
 // which is in precedence order: the Gateway's own listeners, then those of
-// each ListenerSet. Among the Gateway's own listeners no winner is picked:
-// every listener of a port carrying two protocols is ProtocolConflict, and
-// listeners sharing port, protocol and hostname are all HostnameConflict.
-// A ListenerSet listener conflicts with any earlier listener; the earlier
-// one wins. Listeners with an unsupported protocol or invalid values take
-// no part.
+// each ListenerSet (by creation time, then namespace/name). Precedence
+// orders distinct objects only: a listener that conflicts with one of an
+// earlier object loses to it, but among the other listeners of one object
+// (the Gateway, or one ListenerSet) no winner is picked: every listener of
+// a port carrying two protocols is ProtocolConflict, and listeners sharing
+// port, protocol and hostname are all HostnameConflict, whatever their
+// order. The listeners
+// conflicted within their object still claim their port and hostname
+// against later objects; those that lost to an earlier object claim
+// nothing. Listeners with an unsupported protocol or invalid values take
+// no part, except that a ListenerSet entry of an unsupported protocol on
+// a port an earlier object holds is ProtocolConflict.
 func detectConflicts(merged []*listener) {
-	type hostKey struct {
-		port     int32
-		protocol gwv1.ProtocolType
-		hostname string
+	c := conflictState{
+		protos:   map[int32]gwv1.ProtocolType{},
+		poisoned: map[int32]bool{},
+		hosts:    map[hostKey]bool{},
 	}
-	protos := map[int32]map[gwv1.ProtocolType]int{}
-	hosts := map[hostKey]int{}
-	for _, l := range merged {
-		if l.set != nil || l.unsupported {
-			continue
+	for start := 0; start < len(merged); {
+		end := start + 1
+		for end < len(merged) && merged[end].set == merged[start].set {
+			end++
 		}
-		if protos[l.portKey()] == nil {
-			protos[l.portKey()] = map[gwv1.ProtocolType]int{}
-		}
-		protos[l.portKey()][portClass(l.protocol)]++
-		hosts[hostKey{l.portKey(), portClass(l.protocol), l.hostname}]++
+		c.object(merged[start:end])
+		start = end
 	}
-	poisoned := map[int32]bool{}
-	portProto := map[int32]gwv1.ProtocolType{}
-	for _, l := range merged {
-		if l.set != nil || l.unsupported {
-			continue
-		}
-		switch {
-		case len(protos[l.portKey()]) > 1:
-			l.conflict = gwv1.ListenerReasonProtocolConflict
-			poisoned[l.portKey()] = true
-		case hosts[hostKey{l.portKey(), portClass(l.protocol), l.hostname}] > 1:
-			l.conflict = gwv1.ListenerReasonHostnameConflict
-		}
-		portProto[l.portKey()] = portClass(l.protocol)
-	}
-	for _, l := range merged {
-		if l.set == nil {
-			continue
-		}
+	detectOverlappingTLS(merged)
+}
+
+// hostKey is what makes listeners of one port distinct.
+type hostKey struct {
+	port     int32
+	protocol gwv1.ProtocolType
+	hostname string
+}
+
+// conflictState is what the objects of higher precedence claimed: the
+// protocol class of each port, the ports carrying two protocols within one
+// object (poisoned), and the hostnames of each port and class.
+type conflictState struct {
+	protos   map[int32]gwv1.ProtocolType
+	poisoned map[int32]bool
+	hosts    map[hostKey]bool
+}
+
+// object detects the conflicts of the listeners of one object, against
+// the earlier objects and among themselves, then records their claims.
+func (c *conflictState) object(ls []*listener) {
+	key := func(l *listener) hostKey { return hostKey{l.portKey(), portClass(l.protocol), l.hostname} }
+	// Conflicts with earlier objects.
+	lost := make([]bool, len(ls))
+	for i, l := range ls {
+		p, claimed := c.protos[l.portKey()]
+		protoConflict := c.poisoned[l.portKey()] || (claimed && p != portClass(l.protocol))
 		if l.unsupported {
-			// An unsupported protocol on a port other listeners hold is a
-			// protocol conflict; such a listener never claims a port.
-			p, claimed := portProto[l.portKey()]
-			if l.invalid != nil && l.invalid.reason == string(gwv1.ListenerReasonUnsupportedProtocol) &&
-				(poisoned[l.portKey()] || (claimed && p != portClass(l.protocol))) {
+			if l.set != nil && protoConflict && l.invalid != nil && l.invalid.reason == string(gwv1.ListenerReasonUnsupportedProtocol) {
 				l.conflict = gwv1.ListenerReasonProtocolConflict
 			}
 			continue
 		}
-		k := hostKey{l.portKey(), portClass(l.protocol), l.hostname}
-		p, claimed := portProto[l.portKey()]
 		switch {
-		case poisoned[l.portKey()] || (claimed && p != portClass(l.protocol)):
-			l.conflict = gwv1.ListenerReasonProtocolConflict
-		case hosts[k] > 0:
-			l.conflict = gwv1.ListenerReasonHostnameConflict
-		default:
-			portProto[l.portKey()] = portClass(l.protocol)
-			hosts[k]++
+		case protoConflict:
+			l.conflict, lost[i] = gwv1.ListenerReasonProtocolConflict, true
+		case c.hosts[key(l)]:
+			l.conflict, lost[i] = gwv1.ListenerReasonHostnameConflict, true
 		}
 	}
-	detectOverlappingTLS(merged)
+	// Conflicts within the object, among the listeners that did not lose
+	// to an earlier object (as the conformance test
+	// ListenerSetProtocolConflict expects: an entry losing to the Gateway
+	// does not take its siblings down with it); no sibling wins over
+	// another.
+	classes := map[int32]map[gwv1.ProtocolType]bool{}
+	hosts := map[hostKey]int{}
+	for i, l := range ls {
+		if l.unsupported || lost[i] {
+			continue
+		}
+		if classes[l.portKey()] == nil {
+			classes[l.portKey()] = map[gwv1.ProtocolType]bool{}
+		}
+		classes[l.portKey()][portClass(l.protocol)] = true
+		hosts[key(l)]++
+	}
+	for i, l := range ls {
+		if l.unsupported || lost[i] {
+			continue
+		}
+		switch {
+		case len(classes[l.portKey()]) > 1:
+			l.conflict = gwv1.ListenerReasonProtocolConflict
+		case hosts[key(l)] > 1:
+			l.conflict = gwv1.ListenerReasonHostnameConflict
+		}
+	}
+	// Claims against later objects.
+	for i, l := range ls {
+		if l.unsupported || lost[i] {
+			continue
+		}
+		if len(classes[l.portKey()]) > 1 {
+			c.poisoned[l.portKey()] = true
+		}
+		c.protos[l.portKey()] = portClass(l.protocol)
+		c.hosts[key(l)] = true
+	}
 }
 
 // detectOverlappingTLS flags HTTPS and TLS listeners on one port whose hostnames
@@ -432,6 +488,10 @@ func listenerConditions(l *listener, gen int64) *conditions {
 		c.set(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
 		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
 			"the listener has no usable certificate, see the ResolvedRefs condition")
+	case l.badFilters:
+		c.set(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
+		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
+			"the backend of a listener filter cannot be resolved, see the ResolvedRefs condition; the listener serves nothing")
 	case !l.gw.accepted:
 		c.set(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
 		c.set(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the Gateway is not accepted")

@@ -19,7 +19,7 @@ func listenerSet(ns, name string, created int, gwNS, gw string, ls ...gwv1.Liste
 	}
 	for _, l := range ls {
 		s.Spec.Listeners = append(s.Spec.Listeners, gwv1.ListenerEntry{
-			Name: l.Name, Hostname: l.Hostname, Port: l.Port, Protocol: l.Protocol, TLS: l.TLS, AllowedRoutes: l.AllowedRoutes,
+			Name: l.Name, Hostname: l.Hostname, Port: l.Port, Protocol: l.Protocol, TLS: l.TLS, AllowedRoutes: l.AllowedRoutes, Filters: l.Filters,
 		})
 	}
 	return s

@@ -53,6 +53,15 @@
 //     another, less specific route.
 //   - Virtual hosts: see vhosts.go (listener isolation, hostname fallback,
 //     precedence by the route's own hostname).
+//   - Conflicts pick no winner within one object (the Gateway or one
+//     ListenerSet); precedence (Gateway, then ListenerSets by creation time
+//     and name) orders distinct objects only (detectConflicts).
+//   - Misdirected requests (HTTP/2 connection coalescing across the SNI
+//     chains of an HTTPS port): each chain's route table answers 421 for
+//     the hostnames other listeners of the port own, no filter compares
+//     :authority with the SNI; see misdirected.go.
+//   - Listener filters: ExternalAuth as Envoy ext_authz in the chain's
+//     connection manager, ExtensionRef refused; see listener_filters.go.
 //   - Whatever Envoy would refuse is refused here first, per rule, with
 //     the condition the spec names, so that the xDS stage never has to
 //     leave anything out (FuzzChain and FuzzTranslate check it): header

@@ -74,6 +74,37 @@ type FilterChain struct {
 	CertificateSecrets []string
 	RouteConfig        *RouteConfig
 	TCP                *TCPForward
+	// ExtAuth authorize each request of a chain with a RouteConfig, in
+	// order, before it is routed (the listeners' filters of type
+	// ExternalAuth); none for most chains.
+	ExtAuth []*ExtAuth
+}
+
+// ExtAuth asks an authorization server whether a request may proceed (a
+// listener filter of type ExternalAuth). A request it denies gets the
+// server's answer (HTTP) or 403; one it allows goes on with the headers the
+// server added, except Host and :authority, and is routed after them. A
+// server that cannot be reached denies (403).
+type ExtAuth struct {
+	// Name is stable and unique in the Gateway:
+	// "<kind>/<ns>/<name>/<listener>/filter/<i>".
+	Name string
+	// GRPC: Envoy's ext_authz gRPC protocol; else HTTP (200 allows).
+	GRPC bool
+	// Cluster names an entry of Gateway.Clusters (HTTP/2 when GRPC).
+	Cluster string
+	// PathPrefix is put before the request's path in an HTTP check.
+	PathPrefix string
+	// AllowedRequestHeaders are sent to the server (besides those the
+	// protocol always sends); none: the protocol's default (gRPC: all, HTTP:
+	// Host, Method, Path, Content-Length and Authorization).
+	AllowedRequestHeaders []string
+	// AllowedResponseHeaders of an HTTP server's answer are copied into the
+	// request; none: all of them.
+	AllowedResponseHeaders []string
+	// MaxRequestBytes of the body are sent to the server (truncated); 0:
+	// no body.
+	MaxRequestBytes uint32
 }
 
 // TCPForward forwards each connection of a filter chain to one of weighted

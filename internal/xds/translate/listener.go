@@ -117,6 +117,11 @@ func (t *translator) checkReused(name string, l *ir.Listener, split bool, rb *ro
 				return err
 			}
 		}
+		for _, a := range fc.ExtAuth {
+			if a == nil || !t.clusters[a.Cluster] {
+				return fmt.Errorf("filter chain %q: a listener filter's cluster is not among the gateway's clusters", fc.Name)
+			}
+		}
 		for _, s := range fc.CertificateSecrets {
 			if !t.secrets[s] {
 				return fmt.Errorf("filter chain %q: certificate secret %q is not among the gateway's secrets", fc.Name, s)
@@ -326,6 +331,9 @@ func (t *translator) hcmFilter(statPrefix string, fc *ir.FilterChain, router *an
 		return nil, err
 	}
 	hcm := t.newHCM(statPrefix, router)
+	if err := t.withExtAuth(hcm, fc); err != nil {
+		return nil, err
+	}
 	hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 		ConfigSource:    adsConfigSource(),
 		RouteConfigName: rdsName,

@@ -104,6 +104,9 @@ func (t *translator) scopedHCMFilter(name, statPrefix string, fc *ir.FilterChain
 		return nil, err
 	}
 	hcm := t.newHCM(statPrefix, router)
+	if err := t.withExtAuth(hcm, fc); err != nil {
+		return nil, err
+	}
 	hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_ScopedRoutes{ScopedRoutes: &hcmv3.ScopedRoutes{
 		Name:            name,
 		ScopeKeyBuilder: hostScopeKeyBuilder(),
