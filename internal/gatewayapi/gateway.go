@@ -106,8 +106,8 @@ func (t *translator) processGateways() {
 		switch {
 		case !cs.accepted:
 			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), fmt.Sprintf("GatewayClass %q is not accepted: %s", cs.obj.Name, cs.problem.message)}
-		case len(gw.Spec.Addresses) > 0:
-			g.invalid = &problem{string(gwv1.GatewayReasonUnsupportedAddress), "spec.addresses is not supported: Portico does not assign addresses to Gateways"}
+		case addressPlan(g).Unsupported != "":
+			g.invalid = &problem{string(gwv1.GatewayReasonUnsupportedAddress), addressPlan(g).Unsupported}
 		case paramsProblem != nil:
 			g.invalid = paramsProblem
 		case settingsProblem != nil:
@@ -256,10 +256,12 @@ func (t *translator) gatewayStatuses() {
 		if t.opts.Infrastructure && g.invalid == nil && g.accepted {
 			// Programmed also needs proxies that can take traffic.
 			var p *problem
-			addresses, p = gt.proxyReadiness(g)
+			var unsatisfied []string
+			addresses, unsatisfied, p = gt.proxyReadiness(g)
 			if p != nil {
 				c.set(string(gwv1.GatewayConditionProgrammed), false, p.reason, p.message)
 			}
+			addressesAssigned(c, g, addresses, unsatisfied)
 		}
 		st := &gwv1.GatewayStatus{Conditions: c.done(), Addresses: addresses}
 		for _, l := range g.own {
