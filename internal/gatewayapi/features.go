@@ -29,10 +29,12 @@ var supportedFeatures []gwv1.FeatureName
 
 var gatewayFeatures = []features.FeatureName{
 	features.SupportGateway,
+	features.SupportGatewayAddressEmpty,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayInfrastructure,
 	features.SupportGatewayPort8080,
 	features.SupportGatewayRouteHostnameIntersectionPrecedence,
+	features.SupportGatewayStaticAddresses,
 	features.SupportListenerSet,
 	features.SupportReferenceGrant,
 }
