@@ -209,3 +209,76 @@ func addressesAssigned(c *conditions, g *gatewayState, got []gwv1.GatewayStatusA
 		c.set(typ, false, string(gwv1.GatewayReasonAddressesNotAssigned), msg)
 	}
 }
+
+// Standalone (no Options.Infrastructure): there is no Service, and the
+// addresses of spec.addresses are where the listeners bind. A static
+// IPAddress of empty (or sentinel) routability is a bind address, reported
+// in status.addresses as requested; without a value there is nothing to
+// assign from (AddressNotAssigned); a Hostname cannot be bound
+// (AddressNotUsable); Cluster has no meaning without a cluster
+// (unsatisfiable). Whether the host has the address is Envoy's to find:
+// a listener that cannot bind is refused by Envoy, not by the translator,
+// which reads no interfaces. With no usable bind address, the listeners
+// bind to all addresses.
+
+// standaloneAddresses matches plan's requests in standalone mode.
+func standaloneAddresses(plan proxyspec.AddressPlan) addressOutcome {
+	var out addressOutcome
+	unusable := append([]string(nil), plan.Unusable...)
+	var unassigned []string
+	seen := map[string]bool{}
+	for i, r := range plan.Requests {
+		what := fmt.Sprintf("spec.addresses[%d] (%s %q)", i, r.Type, r.Value)
+		switch {
+		case r.Type != gwv1.IPAddressType && r.Type != gwv1.HostnameAddressType:
+			continue
+		case r.Routability != gwv1.GatewayAddressRoutabilityDefault && r.Routability != proxyspec.RoutabilitySentinel:
+			out.unsatisfied = append(out.unsatisfied, what+": only empty routability (or the sentinel) without a cluster")
+			continue
+		case r.Type == gwv1.HostnameAddressType:
+			unusable = append(unusable, what+": a listener cannot bind to a hostname")
+			out.unsatisfied = append(out.unsatisfied, what)
+			continue
+		case r.Value == "":
+			unassigned = append(unassigned, what+": standalone Portico has no addresses to assign; name one")
+			out.unsatisfied = append(out.unsatisfied, what)
+			continue
+		}
+		ip, err := netip.ParseAddr(r.Value)
+		if err != nil {
+			out.unsatisfied = append(out.unsatisfied, what)
+			continue // in plan.Unusable already
+		}
+		v := ip.String()
+		if seen[v] {
+			continue
+		}
+		seen[v] = true
+		typ, rt := r.Type, r.Routability
+		out.addresses = append(out.addresses, gwv1.GatewayStatusAddress{Type: &typ, Value: v, Routability: &rt})
+	}
+	switch {
+	case len(unusable) > 0:
+		out.problem = &problem{string(gwv1.GatewayReasonAddressNotUsable), strings.Join(unusable, "; ")}
+	case len(unassigned) > 0 && len(out.addresses) == 0:
+		out.problem = &problem{string(gwv1.GatewayReasonAddressNotAssigned), strings.Join(unassigned, "; ")}
+	case len(out.addresses) == 0 && len(plan.Unsatisfiable)+len(out.unsatisfied) > 0:
+		out.problem = &problem{string(gwv1.GatewayReasonAddressNotAssigned), "no requested address can be bound: " + strings.Join(append(out.unsatisfied, plan.Unsatisfiable...), "; ")}
+	}
+	out.unsatisfied = append(out.unsatisfied, plan.Unsatisfiable...)
+	return out
+}
+
+// bindAddresses are the IR's bind addresses of g: in standalone mode its
+// usable static IP addresses, none otherwise (proxies in a cluster listen
+// on all the Pod's addresses; the Service carries the Gateway's).
+func (t *translator) bindAddresses(g *gatewayState) []string {
+	if t.opts.Infrastructure || len(g.obj.Spec.Addresses) == 0 {
+		return nil
+	}
+	var out []string
+	for _, a := range standaloneAddresses(addressPlan(g)).addresses {
+		out = append(out, a.Value)
+	}
+	return out
+}

@@ -262,6 +262,14 @@ func (t *translator) gatewayStatuses() {
 				c.set(string(gwv1.GatewayConditionProgrammed), false, p.reason, p.message)
 			}
 			addressesAssigned(c, g, addresses, unsatisfied)
+		} else if g.invalid == nil && g.accepted && len(gw.Spec.Addresses) > 0 {
+			// Standalone: the addresses are the listeners' bind addresses.
+			o := standaloneAddresses(addressPlan(g))
+			addresses = o.addresses
+			if o.problem != nil {
+				c.set(string(gwv1.GatewayConditionProgrammed), false, o.problem.reason, o.problem.message)
+			}
+			addressesAssigned(c, g, addresses, o.unsatisfied)
 		}
 		st := &gwv1.GatewayStatus{Conditions: c.done(), Addresses: addresses}
 		for _, l := range g.own {
