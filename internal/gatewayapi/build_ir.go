@@ -58,7 +58,7 @@ type clusterCount struct {
 func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 	b := &irBuilder{
 		t:         t,
-		gw:        &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name, Proxy: g.settings},
+		gw:        &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name, Proxy: g.settings, Addresses: t.bindAddresses(g)},
 		secrets:   map[string]*ir.Secret{},
 		newVhosts: map[vhostKey]*vhostMemo{},
 	}

@@ -14,6 +14,14 @@ import (
 // claimed only once the v1.7.0 suite's status and traffic tests of the
 // feature pass through a real Envoy (make conformance).
 //
+// GatewayAddressRoutability and GatewayAddressRoutabilityCluster
+// (experimental, GEP-5093) have no test in the v1.7.0 suite; they are
+// claimed on Portico's own tests of the GEP's scenarios (addresses_test.go
+// for the status and conditions, internal/infra's
+// TestReconcilerServiceAddresses for the Service against a real API
+// server). The routability field exists only in the experimental CRDs:
+// with the standard ones every request is of the default routability.
+//
 // Not claimed:
 //   - HTTPRouteBackendRequestHeaderModification, HTTPRouteBackendURLRewrite:
 //     filters on backendRefs are refused (ResolvedRefs=False, that
@@ -29,6 +37,9 @@ var supportedFeatures []gwv1.FeatureName
 
 var gatewayFeatures = []features.FeatureName{
 	features.SupportGateway,
+	features.SupportGatewayAddressEmpty,
+	features.SupportGatewayAddressRoutability,
+	features.SupportGatewayAddressRoutabilityCluster,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayInfrastructure,
@@ -37,6 +48,7 @@ var gatewayFeatures = []features.FeatureName{
 	features.SupportGatewayListenerFilters,
 	features.SupportGatewayPort8080,
 	features.SupportGatewayRouteHostnameIntersectionPrecedence,
+	features.SupportGatewayStaticAddresses,
 	features.SupportListenerSet,
 	features.SupportReferenceGrant,
 }

@@ -106,8 +106,8 @@ func (t *translator) processGateways() {
 		switch {
 		case !cs.accepted:
 			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), fmt.Sprintf("GatewayClass %q is not accepted: %s", cs.obj.Name, cs.problem.message)}
-		case len(gw.Spec.Addresses) > 0:
-			g.invalid = &problem{string(gwv1.GatewayReasonUnsupportedAddress), "spec.addresses is not supported: Portico does not assign addresses to Gateways"}
+		case addressPlan(g).Unsupported != "":
+			g.invalid = &problem{string(gwv1.GatewayReasonUnsupportedAddress), addressPlan(g).Unsupported}
 		case paramsProblem != nil:
 			g.invalid = paramsProblem
 		case settingsProblem != nil:
@@ -259,10 +259,20 @@ func (t *translator) gatewayStatuses() {
 		if t.opts.Infrastructure && g.invalid == nil && g.accepted {
 			// Programmed also needs proxies that can take traffic.
 			var p *problem
-			addresses, p = gt.proxyReadiness(g)
+			var unsatisfied []string
+			addresses, unsatisfied, p = gt.proxyReadiness(g)
 			if p != nil {
 				c.set(string(gwv1.GatewayConditionProgrammed), false, p.reason, p.message)
 			}
+			addressesAssigned(c, g, addresses, unsatisfied)
+		} else if g.invalid == nil && g.accepted && len(gw.Spec.Addresses) > 0 {
+			// Standalone: the addresses are the listeners' bind addresses.
+			o := standaloneAddresses(addressPlan(g))
+			addresses = o.addresses
+			if o.problem != nil {
+				c.set(string(gwv1.GatewayConditionProgrammed), false, o.problem.reason, o.problem.message)
+			}
+			addressesAssigned(c, g, addresses, o.unsatisfied)
 		}
 		st := &gwv1.GatewayStatus{Conditions: c.done(), Addresses: addresses}
 		for _, l := range g.own {

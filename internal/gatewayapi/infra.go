@@ -88,9 +88,9 @@ func (t *translator) gatewayParams(gw *gwv1.Gateway) (*v1alpha1.ProxyConfigSpec,
 // until someone acts (Pending would promise that waiting helps, and
 // NoResources is about capacity). The decision reads only the snapshot,
 // so every replica computes the same status.
-func (t *translator) proxyReadiness(g *gatewayState) ([]gwv1.GatewayStatusAddress, *problem) {
+func (t *translator) proxyReadiness(g *gatewayState) ([]gwv1.GatewayStatusAddress, []string, *problem) {
 	if len(g.obj.Name) > proxyspec.MaxGatewayNameLength {
-		return nil, &problem{string(gwv1.GatewayReasonInvalid), fmt.Sprintf(
+		return nil, nil, &problem{string(gwv1.GatewayReasonInvalid), fmt.Sprintf(
 			"Portico cannot provision proxies for a Gateway name of more than %d characters (the limit of the label %s): use a shorter name",
 			proxyspec.MaxGatewayNameLength, proxyspec.LabelGatewayAPIName)}
 	}
@@ -100,24 +100,38 @@ func (t *translator) proxyReadiness(g *gatewayState) ([]gwv1.GatewayStatusAddres
 	dep := t.in.Deployment(k)
 	if dep != nil {
 		if err := proxyspec.CheckOwner(dep, "Envoy Deployment", g.obj); err != nil {
-			return nil, &problem{string(gwv1.GatewayReasonInvalid), err.Error()}
+			return nil, nil, &problem{string(gwv1.GatewayReasonInvalid), err.Error()}
 		}
 	}
 	if svc != nil {
 		if err := proxyspec.CheckOwner(svc, "Service", g.obj); err != nil {
-			return nil, &problem{string(gwv1.GatewayReasonInvalid), err.Error()}
+			return nil, nil, &problem{string(gwv1.GatewayReasonInvalid), err.Error()}
 		}
 	}
-	addrs := serviceAddresses(svc, g.proxy != nil && g.proxy.Service.AddressFromClusterIP)
-	switch {
-	case dep == nil:
-		return addrs, &problem{string(gwv1.GatewayReasonPending), fmt.Sprintf("waiting for the Envoy Deployment %s/%s to be created", k.Namespace, name)}
-	case dep.Status.AvailableReplicas < 1:
-		return addrs, &problem{string(gwv1.GatewayReasonPending), fmt.Sprintf("waiting for an available replica of the Envoy Deployment %s/%s", k.Namespace, name)}
-	case len(addrs) == 0:
-		return nil, &problem{string(gwv1.GatewayReasonAddressNotAssigned), fmt.Sprintf("the Service %s/%s has no address yet", k.Namespace, name)}
+	fromClusterIP := g.proxy != nil && g.proxy.Service.AddressFromClusterIP
+	var addrs []gwv1.GatewayStatusAddress
+	var unsatisfied []string
+	var addrProblem *problem
+	if len(g.obj.Spec.Addresses) > 0 {
+		// Requested addresses (addresses.go).
+		o := matchAddresses(addressPlan(g), svc, fromClusterIP)
+		addrs, unsatisfied, addrProblem = o.addresses, o.unsatisfied, o.problem
+	} else {
+		addrs = serviceAddresses(svc, fromClusterIP)
 	}
-	return addrs, nil
+	switch {
+	case addrProblem != nil && addrProblem.reason == string(gwv1.GatewayReasonAddressNotUsable):
+		return addrs, unsatisfied, addrProblem
+	case dep == nil:
+		return addrs, unsatisfied, &problem{string(gwv1.GatewayReasonPending), fmt.Sprintf("waiting for the Envoy Deployment %s/%s to be created", k.Namespace, name)}
+	case dep.Status.AvailableReplicas < 1:
+		return addrs, unsatisfied, &problem{string(gwv1.GatewayReasonPending), fmt.Sprintf("waiting for an available replica of the Envoy Deployment %s/%s", k.Namespace, name)}
+	case addrProblem != nil:
+		return nil, unsatisfied, addrProblem
+	case len(addrs) == 0:
+		return nil, unsatisfied, &problem{string(gwv1.GatewayReasonAddressNotAssigned), fmt.Sprintf("the Service %s/%s has no address yet", k.Namespace, name)}
+	}
+	return addrs, unsatisfied, nil
 }
 
 // serviceAddresses are a proxy Service's load-balancer ingress addresses,
@@ -140,7 +154,13 @@ func serviceAddresses(svc *corev1.Service, clusterIP bool) []gwv1.GatewayStatusA
 				return
 			}
 		}
-		out = append(out, gwv1.GatewayStatusAddress{Type: &typ, Value: v})
+		// Routability is reported on every address (GEP-5093): Cluster
+		// for a ClusterIP, else explicitly empty.
+		rt := gwv1.GatewayAddressRoutabilityDefault
+		if clusterIP {
+			rt = gwv1.GatewayAddressRoutabilityCluster
+		}
+		out = append(out, gwv1.GatewayStatusAddress{Type: &typ, Value: v, Routability: &rt})
 	}
 	if clusterIP {
 		for _, ip := range svc.Spec.ClusterIPs {

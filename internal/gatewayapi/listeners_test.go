@@ -299,7 +299,7 @@ func TestOverlappingTLSConfig(t *testing.T) {
 
 func TestGatewayLevelProblems(t *testing.T) {
 	withAddr := gateway("infra", "addr", httpL("http", 80, ""))
-	withAddr.Spec.Addresses = []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}}
+	withAddr.Spec.Addresses = []gwv1.GatewaySpecAddress{{Type: ptr(gwv1.AddressType("example.com/Custom")), Value: "10.0.0.1"}}
 	withParams := gateway("infra", "params", httpL("http", 80, ""))
 	withParams.Spec.Infrastructure = &gwv1.GatewayInfrastructure{ParametersRef: &gwv1.LocalParametersReference{Kind: "ConfigMap", Name: "x"}}
 	res := translate(withAddr, withParams)

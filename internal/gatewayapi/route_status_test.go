@@ -52,7 +52,7 @@ func TestCoreGroupKindInMessages(t *testing.T) {
 // (golden case 22).
 func TestRouteOfRejectedGateway(t *testing.T) {
 	gw := gateway("infra", "gw", httpL("http", 80, ""))
-	gw.Spec.Addresses = []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}}
+	gw.Spec.Addresses = []gwv1.GatewaySpecAddress{{Type: ptr(gwv1.AddressType("example.com/Custom")), Value: "10.0.0.1"}}
 	r := httpRoute("infra", "r", []gwv1.ParentReference{parent("gw")}, nil, simpleRule())
 	res := translate(gw, r, service("infra", "web", 80))
 	wantCond(t, status(t, res, resource.KindGateway, "infra", "gw").Gateway.Conditions, string(gwv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwv1.GatewayReasonUnsupportedAddress))

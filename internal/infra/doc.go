@@ -41,6 +41,18 @@
 //     requests nor limits are requested at 100m and 128Mi (utilization
 //     targets are percentages of requests, and a Pod without requests is
 //     the first evicted under node pressure).
+//   - Gateway addresses (spec.addresses) are requests on the Service,
+//     mapped by proxyspec.PlanAddresses: a static IPAddress of default
+//     routability is spec.loadBalancerIP on a LoadBalancer Service (the
+//     first one; further ones, and all on a ClusterIP or NodePort Service,
+//     are spec.externalIPs), one of routability Cluster is spec.clusterIP,
+//     a Gateway whose every address is of routability Cluster gets a
+//     ClusterIP Service, and an address without a value asks for nothing
+//     (the Service's assigned address satisfies it). Hostname addresses
+//     cannot be requested of a Service. The translator reports in the
+//     Gateway's status which requests the Service honours. A static
+//     ClusterIP cannot change on an existing Service (the API server
+//     refuses the apply): delete the Service to move it.
 //   - Listener ports: each of the Spec's TCP ports is a Service port and
 //     an Envoy container port named "port-<n>" over TCP, each UDP port
 //     one named "udp-<n>" over UDP; a number that is both gets both (the

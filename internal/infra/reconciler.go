@@ -441,7 +441,25 @@ func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desir
 	} else if err := r.handOverReplicas(ctx, k.Namespace, *objs.Deployment.Name); err != nil {
 		return err
 	}
-	if err := write(objs.Deployment, objs.Service, objs.PodDisruptionBudget); err != nil {
+	if err := write(objs.Deployment); err != nil {
+		return err
+	}
+	if err := write(objs.Service); err != nil {
+		if !apierrors.IsInvalid(err) || objs.Service.Spec == nil || objs.Service.Spec.ClusterIP == nil {
+			return err
+		}
+		// A static Cluster address the API server refuses (outside the
+		// ServiceCIDR, taken, or another than the existing Service's,
+		// which cannot change): the Service keeps the ClusterIP it is
+		// given, and the translator reports the request unsatisfied
+		// (AddressNotAssigned); the rest of the Service is applied.
+		r.cfg.Log.Info("the requested ClusterIP is refused; applying the Service without it", "gateway", k, "clusterIP", *objs.Service.Spec.ClusterIP, "error", err)
+		objs.Service.Spec.ClusterIP = nil
+		if err := write(objs.Service); err != nil {
+			return err
+		}
+	}
+	if err := write(objs.PodDisruptionBudget); err != nil {
 		return err
 	}
 	if objs.HorizontalPodAutoscaler != nil {

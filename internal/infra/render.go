@@ -114,9 +114,24 @@ func RenderSpec(s proxyspec.Spec, p Params) (*Objects, error) {
 	for k, v := range pc.Service.Annotations {
 		svcAnn[k] = v
 	}
+	// spec.addresses (see proxyspec.PlanAddresses for the mapping).
+	plan := proxyspec.PlanAddresses(gw.Spec.Addresses, svcType)
+	if plan.ServiceType != "" {
+		svcType = plan.ServiceType
+	}
+	svcSpec := corev1ac.ServiceSpec().WithType(svcType).WithSelector(labels)
+	if plan.LoadBalancerIP != "" {
+		svcSpec.WithLoadBalancerIP(plan.LoadBalancerIP)
+	}
+	if len(plan.ExternalIPs) > 0 {
+		svcSpec.WithExternalIPs(plan.ExternalIPs...)
+	}
+	if plan.ClusterIP != "" {
+		svcSpec.WithClusterIP(plan.ClusterIP)
+	}
 	svc := corev1ac.Service(name, ns).
 		WithLabels(meta.labels).WithAnnotations(svcAnn).WithOwnerReferences(meta.owner).
-		WithSpec(corev1ac.ServiceSpec().WithType(svcType).WithSelector(labels))
+		WithSpec(svcSpec)
 	for _, lp := range ports {
 		svc.Spec.WithPorts(corev1ac.ServicePort().WithName(lp.name()).WithPort(lp.port).
 			WithTargetPort(intstr.FromInt32(lp.port)).WithProtocol(lp.protocol))

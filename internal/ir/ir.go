@@ -23,6 +23,10 @@ type Gateway struct {
 	// Proxy are the settings of all listeners and clusters (access logs,
 	// timeouts, circuit breakers); nil means the defaults.
 	Proxy *ProxySettings
+	// Addresses are the IP addresses every listener binds to (the
+	// Gateway's spec.addresses in standalone mode), in order; none means
+	// all addresses (0.0.0.0).
+	Addresses []string
 }
 
 // Key is "<namespace>/<name>", the identity proxies present as node.cluster.

@@ -181,6 +181,14 @@ func TestConformance(t *testing.T) {
 
 	results := &runResults{byTest: map[string]string{}}
 	opts := suiteOptions(t, cfg, c, scheme, class, timeouts, skips, results)
+	if dp != nil {
+		// GatewayStaticAddresses: a usable address is one the data
+		// plane's load-balancer pool assigns on request, an unusable one
+		// is outside it (lbrequest.go in internal/testenv/dataplane).
+		ip := gwv1.IPAddressType
+		opts.UsableNetworkAddresses = []gwv1.GatewaySpecAddress{{Type: &ip, Value: dp.UsableAddress().String()}}
+		opts.UnusableNetworkAddresses = []gwv1.GatewaySpecAddress{{Type: &ip, Value: dp.UnusableAddress().String()}}
+	}
 	if run := os.Getenv("PORTICO_CONFORMANCE_RUN"); run != "" {
 		// One test, for debugging: the suite then needs the features
 		// spelled out instead of reading them from the GatewayClass.

@@ -13,7 +13,8 @@ package dataplane
 // session at the same address and port number (udp.go). The Service's
 // status.loadBalancer.ingress names the address from the first time it
 // has a Ready Pod behind it and a port forwarded, so an address in status
-// is one that answers.
+// is one that answers. A Service can request an address of the pool with
+// spec.loadBalancerIP (lbrequest.go).
 
 import (
 	"context"
@@ -23,6 +24,7 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -65,14 +67,29 @@ func (d *DataPlane) syncLoadBalancers(ctx context.Context) {
 		return
 	}
 	seen := map[types.UID]bool{}
+	requested := requestedIPs(svcs)
 	for _, svc := range svcs {
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil || svc.DeletionTimestamp != nil {
 			continue
 		}
 		seen[svc.UID] = true
 		a := d.lbs[svc.UID]
+		want, refused := d.requested(svc, requested)
+		if a != nil && (refused != nil || want.IsValid() && a.ip != want) {
+			// The request changed: the old address goes.
+			d.release(a)
+			delete(d.lbs, svc.UID)
+			a = nil
+		}
+		if refused != nil {
+			d.refuse(ctx, svc, refused)
+			continue
+		}
 		if a == nil {
-			ip, ok := d.allocate()
+			ip, ok := want, want.IsValid()
+			if !ok {
+				ip, ok = d.allocate(requested)
+			}
 			if !ok {
 				d.opts.Logf("dataplane: no load-balancer address left in %s for Service %s/%s", d.opts.LoadBalancers, svc.Namespace, svc.Name)
 				continue
@@ -189,15 +206,15 @@ func (d *DataPlane) release(a *lbAlloc) {
 }
 
 // allocate is the lowest free address of the pool (its first and last
-// addresses excluded).
-func (d *DataPlane) allocate() (netip.Addr, bool) {
+// addresses excluded) that no Service requests.
+func (d *DataPlane) allocate(requested map[netip.Addr]types.UID) (netip.Addr, bool) {
 	used := map[netip.Addr]bool{}
 	for _, a := range d.lbs {
 		used[a.ip] = true
 	}
 	p := d.opts.LoadBalancers.Masked()
 	for ip := p.Addr().Next(); p.Contains(ip.Next()); ip = ip.Next() {
-		if !used[ip] {
+		if _, req := requested[ip]; !used[ip] && !req {
 			return ip, true
 		}
 	}
@@ -225,12 +242,19 @@ func (d *DataPlane) backends(svc *corev1.Service) []*podRun {
 // already.
 func (d *DataPlane) writeStatus(ctx context.Context, svc *corev1.Service, ip netip.Addr) {
 	in := svc.Status.LoadBalancer.Ingress
-	if len(in) == 1 && in[0].IP == ip.String() && in[0].Hostname == "" {
+	c := meta.FindStatusCondition(svc.Status.Conditions, ConditionIPAMRequestSatisfied)
+	if len(in) == 1 && in[0].IP == ip.String() && in[0].Hostname == "" && (c == nil || c.Status == metav1.ConditionTrue) {
 		return
 	}
 	vip := corev1.LoadBalancerIPModeVIP
 	upd := svc.DeepCopy()
 	upd.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip.String(), IPMode: &vip}}
+	if c := meta.FindStatusCondition(upd.Status.Conditions, ConditionIPAMRequestSatisfied); c != nil && c.Status != metav1.ConditionTrue {
+		meta.SetStatusCondition(&upd.Status.Conditions, metav1.Condition{
+			Type: ConditionIPAMRequestSatisfied, Status: metav1.ConditionTrue, Reason: "satisfied",
+			Message: "the requested address is assigned", ObservedGeneration: svc.Generation,
+		})
+	}
 	if _, err := d.cs.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{}); err != nil {
 		d.opts.Logf("dataplane: status of Service %s/%s: %v", svc.Namespace, svc.Name, err)
 		d.wake() // the informer brings the current version; retry

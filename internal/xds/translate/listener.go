@@ -146,9 +146,9 @@ func (t *translator) listener(name string, l *ir.Listener, split bool, router *a
 	}
 	out := &listenerv3.Listener{
 		Name:                          name,
-		Address:                       socketAddress("0.0.0.0", l.Port),
 		PerConnectionBufferLimitBytes: wrapperspb.UInt32(perConnectionBufferLimit),
 	}
+	bindAddresses(out, t.gw.Addresses, l.Port, corev3.SocketAddress_TCP)
 	statPrefix := statName(l.Name)
 	switch l.Protocol {
 	case ir.ProtocolHTTP:

@@ -54,7 +54,7 @@ func TranslateWith(gw *ir.Gateway, opts Options) (*Resources, error) {
 }
 
 func translateWith(gw *ir.Gateway, memo *gatewayMemo, opts Options) (*Resources, *gatewayMemo, error) {
-	if memo.src != nil && !sameSettings(memo.src.Proxy, gw.Proxy) {
+	if memo.src != nil && (!sameSettings(memo.src.Proxy, gw.Proxy) || !slices.Equal(memo.src.Addresses, gw.Addresses)) {
 		// Every listener and cluster depends on the settings: nothing of
 		// the previous translation is reused.
 		memo = &gatewayMemo{buf: memo.buf}

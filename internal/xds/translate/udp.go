@@ -74,16 +74,15 @@ func (t *translator) udpListener(name string, l *ir.Listener) (*listenerv3.Liste
 	if err != nil {
 		return nil, err
 	}
-	addr := socketAddress("0.0.0.0", l.Port)
-	addr.GetSocketAddress().Protocol = corev3.SocketAddress_UDP
-	return &listenerv3.Listener{
-		Name:    name,
-		Address: addr,
+	out := &listenerv3.Listener{
+		Name: name,
 		ListenerFilters: []*listenerv3.ListenerFilter{{
 			Name:       udpProxyFilter,
 			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: cfg},
 		}},
-	}, nil
+	}
+	bindAddresses(out, t.gw.Addresses, l.Port, corev3.SocketAddress_UDP)
+	return out, nil
 }
 
 // udpMatcher is the route matcher of udp_proxy sending each session to
