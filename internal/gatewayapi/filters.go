@@ -66,7 +66,16 @@ func validHeaderValue(s string) bool {
 }
 
 // headerModifier validates a RequestHeaderModifier or ResponseHeaderModifier.
-// A header name may appear in one action only.
+//
+// Repeated names: header names are case-insensitive, and the API's rule
+// for HTTPHeader entries is that "the first entry with an equivalent name
+// MUST be considered ... subsequent entries with an equivalent header name
+// MUST be ignored". Portico applies it across the whole modifier, in the
+// order set, add, remove: the first entry naming a header decides what
+// happens to it, later ones (in the same list or another) are ignored,
+// and the route stays Accepted. (Applying two actions to one header would
+// leave the result to the data plane's order of operations, which the API
+// does not define.)
 //
 // Host (in any case) is not a header Envoy lets a modifier touch. Setting
 // or adding it on a request is what users mean by a host rewrite, so that
@@ -78,16 +87,18 @@ func headerModifier(f *gwv1.HTTPHeaderFilter, what string, request bool) (m *ir.
 		return nil, nil, unsupported("%s filter without its %s field", what, lowerFirst(what))
 	}
 	seen := map[string]bool{}
-	check := func(name string) *ruleError {
+	// check validates a name and reports whether an earlier entry named
+	// the same header (this one is then ignored).
+	check := func(name string) (repeated bool, err *ruleError) {
 		if !validHeaderName(name) {
-			return unsupported("%s: %q is not a valid header name", what, name)
+			return false, unsupported("%s: %q is not a valid header name", what, name)
 		}
 		k := strings.ToLower(name)
 		if seen[k] {
-			return unsupported("%s: header %q appears more than once", what, name)
+			return true, nil
 		}
 		seen[k] = true
-		return nil
+		return false, nil
 	}
 	m = &ir.HeaderModifier{}
 	value := func(h gwv1.HTTPHeader) *ruleError {
@@ -115,8 +126,10 @@ func headerModifier(f *gwv1.HTTPHeaderFilter, what string, request bool) (m *ir.
 		out     *[]ir.Header
 	}{{f.Set, &m.Set}, {f.Add, &m.Add}} {
 		for _, h := range list.headers {
-			if err := check(string(h.Name)); err != nil {
+			if repeated, err := check(string(h.Name)); err != nil {
 				return nil, nil, err
+			} else if repeated {
+				continue
 			}
 			if err := value(h); err != nil {
 				return nil, nil, err
@@ -130,8 +143,10 @@ func headerModifier(f *gwv1.HTTPHeaderFilter, what string, request bool) (m *ir.
 		}
 	}
 	for _, name := range f.Remove {
-		if err := check(name); err != nil {
+		if repeated, err := check(name); err != nil {
 			return nil, nil, err
+		} else if repeated {
+			continue
 		}
 		if strings.EqualFold(name, "host") {
 			return nil, nil, unsupported("%s: the Host header cannot be removed", what)
