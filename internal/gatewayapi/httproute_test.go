@@ -83,7 +83,7 @@ func TestRuleValidation(t *testing.T) {
 		{"ReplacePrefixMatch with default match", gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{prefixRewrite}, BackendRefs: backends}, string(gwv1.RouteReasonAccepted)},
 		{"ReplacePrefixMatch with exact match", gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{exactMatch("/v1")}, Filters: []gwv1.HTTPRouteFilter{prefixRewrite}, BackendRefs: backends}, unsupported},
 		{"ReplacePrefixMatch with one exact of two", gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefixMatch("/a"), exactMatch("/v1")}, Filters: []gwv1.HTTPRouteFilter{prefixRewrite}, BackendRefs: backends}, unsupported},
-		{"header set and removed", gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{dupHeader}, BackendRefs: backends}, unsupported},
+		{"header set and removed: the first entry counts", gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{dupHeader}, BackendRefs: backends}, string(gwv1.RouteReasonAccepted)},
 		{"redirect 308", gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{status(308)}}, string(gwv1.RouteReasonAccepted)},
 		{"redirect 200", gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{status(200)}}, unsupported},
 		{"redirect scheme ftp", gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestRedirect,
