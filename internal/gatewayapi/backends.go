@@ -185,7 +185,9 @@ type backendSet struct {
 	clusters []*clusterDef
 }
 
-func (b *backendSet) add(def *clusterDef, weight *int32) {
+// add adds a backendRef: its cluster (nil: invalid), weight and own
+// header filters. Refs of one cluster merge when neither has filters.
+func (b *backendSet) add(def *clusterDef, weight *int32, headers *ir.BackendHeaders) {
 	w := backendWeight(weight)
 	if def == nil {
 		b.invalid += w
@@ -194,14 +196,18 @@ func (b *backendSet) add(def *clusterDef, weight *int32) {
 	if w == 0 {
 		return
 	}
-	for _, wb := range b.backends {
-		if wb.Cluster == def.name {
-			wb.Weight += w
-			return
+	if headers == nil {
+		for _, wb := range b.backends {
+			if wb.Cluster == def.name && wb.Headers == nil {
+				wb.Weight += w
+				return
+			}
 		}
 	}
-	b.backends = append(b.backends, &ir.WeightedBackend{Cluster: def.name, Weight: w})
-	b.clusters = append(b.clusters, def)
+	b.backends = append(b.backends, &ir.WeightedBackend{Cluster: def.name, Weight: w, Headers: headers})
+	if !slices.Contains(b.clusters, def) {
+		b.clusters = append(b.clusters, def)
+	}
 }
 
 // backendWeight is a backendRef weight: 1 when unset, negative values are

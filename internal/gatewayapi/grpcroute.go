@@ -36,7 +36,9 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 		rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), "sessionPersistence is not supported")
 		return
 	}
-	set := ruleBackends(t, rs, rule.BackendRefs, func(b *gwv1.GRPCBackendRef) (gwv1.BackendRef, bool) { return b.BackendRef, len(b.Filters) > 0 })
+	set := ruleBackends(t, rs, rule.BackendRefs, func(b *gwv1.GRPCBackendRef) (gwv1.BackendRef, []filterFields) {
+		return b.BackendRef, grpcBackendFilters(b)
+	})
 
 	tmpl := ir.Route{RequestHeaders: fs.reqHdr, ResponseHeaders: fs.respHdr}
 	clusters := fs.clusters

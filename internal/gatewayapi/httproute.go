@@ -1,7 +1,6 @@
 package gatewayapi
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,7 +112,9 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		rs.rules.drop(idx, terr.reason, terr.msg)
 		return
 	}
-	set := ruleBackends(t, rs, rule.BackendRefs, func(b *gwv1.HTTPBackendRef) (gwv1.BackendRef, bool) { return b.BackendRef, len(b.Filters) > 0 })
+	set := ruleBackends(t, rs, rule.BackendRefs, func(b *gwv1.HTTPBackendRef) (gwv1.BackendRef, []filterFields) {
+		return b.BackendRef, httpBackendFilters(b)
+	})
 
 	tmpl := ir.Route{RequestHeaders: fs.reqHdr, ResponseHeaders: fs.respHdr}
 	clusters := fs.clusters
@@ -138,22 +139,23 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 	rs.addRoutes(idx, tmpl, irMatches, keys, clusters)
 }
 
-// ruleBackend resolves one backendRef of a rule, recording problems for
-// ResolvedRefs; nil stands for an invalid backend, whose share of requests
-// is answered with 500. A backendRef with filters is such a backend:
-// Portico does not implement per-backend filters and must not skip them.
-func (t *translator) ruleBackend(rs *routeState, k int, ref gwv1.BackendObjectReference, filters bool) *clusterDef {
+// ruleBackend resolves one backendRef of a rule with its filters
+// (backendFilters), recording problems for ResolvedRefs; a nil cluster
+// stands for an invalid backend, whose share of requests is answered with
+// 500. A backendRef with a filter Portico cannot apply per backend is such
+// a backend: the filter is never skipped.
+func (t *translator) ruleBackend(rs *routeState, k int, ref gwv1.BackendObjectReference, filters []filterFields) (*clusterDef, *ir.BackendHeaders) {
 	def, p := t.resolveBackend(rs, ref)
-	switch {
-	case p != nil:
+	if p != nil {
 		rs.rules.unresolvedRef(p.reason, p.message)
-		return nil
-	case filters:
-		rs.rules.unresolvedRef(string(gwv1.RouteReasonUnsupportedValue),
-			fmt.Sprintf("backendRefs[%d]: filters on backendRefs are not supported; requests for this backend are answered with 500", k))
-		return nil
+		return nil, nil
 	}
-	return def
+	headers, problem := backendFilters(k, filters)
+	if problem != "" {
+		rs.rules.unresolvedRef(string(gwv1.RouteReasonUnsupportedValue), problem)
+		return nil, nil
+	}
+	return def, headers
 }
 
 var httpMethods = map[gwv1.HTTPMethod]bool{
@@ -271,6 +273,7 @@ var httpRouteKind = routeKind{
 		features.SupportHTTPRoute307RedirectStatusCode,
 		features.SupportHTTPRoute308RedirectStatusCode,
 		features.SupportHTTPRouteBackendProtocolH2C,
+		features.SupportHTTPRouteBackendRequestHeaderModification,
 		features.SupportHTTPRouteBackendProtocolWebSocket,
 		features.SupportHTTPRouteBackendTimeout,
 		features.SupportHTTPRouteDestinationPortMatching,

@@ -143,13 +143,14 @@ func extensionMessage(ref *gwv1.LocalObjectReference) string {
 }
 
 // ruleBackends resolves the backendRefs of a rule (ruleBackend) into its
-// backend set; ref gives a backendRef's reference and weight and whether
-// it has filters.
-func ruleBackends[B any](t *translator, rs *routeState, backendRefs []B, ref func(*B) (gwv1.BackendRef, bool)) backendSet {
+// backend set; ref gives a backendRef's reference and weight and its
+// filters (backend_filters.go).
+func ruleBackends[B any](t *translator, rs *routeState, backendRefs []B, ref func(*B) (gwv1.BackendRef, []filterFields)) backendSet {
 	var set backendSet
 	for k := range backendRefs {
 		br, filters := ref(&backendRefs[k])
-		set.add(t.ruleBackend(rs, k, br.BackendObjectReference, filters), br.Weight)
+		def, headers := t.ruleBackend(rs, k, br.BackendObjectReference, filters)
+		set.add(def, br.Weight, headers)
 	}
 	return set
 }

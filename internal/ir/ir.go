@@ -276,6 +276,16 @@ type WeightedBackend struct {
 	Cluster string
 	Weight  uint32
 	Invalid bool
+	// Headers are the backendRef's own filters (HTTP and gRPC routes):
+	// applied only to the requests sent to this backend and to its
+	// responses, together with the rule's; nil for none.
+	Headers *BackendHeaders
+}
+
+// BackendHeaders are the header modifiers of one backendRef.
+type BackendHeaders struct {
+	Request  *HeaderModifier
+	Response *HeaderModifier
 }
 
 // URLRewrite rewrites the host and/or path before forwarding.

@@ -20,10 +20,12 @@ const statusInternalServerError = 500
 // routes, as messages are never modified once built.
 var noTimeout = durationpb.New(0)
 
-// weighted is one cluster of a route with its (merged) weight.
+// weighted is one cluster of a route with its (merged) weight and the
+// header filters of its backendRef (nil: none).
 type weighted struct {
-	name   string
-	weight uint64
+	name    string
+	weight  uint64
+	headers *ir.BackendHeaders
 }
 
 // forward sets the action of out to proxy to f's backends.
@@ -53,11 +55,17 @@ func (t *translator) forward(out *routev3.Route, parts *routeParts, f *ir.Forwar
 	ra := &parts.ra
 	ra.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
 	ra.Timeout = noTimeout
-	if len(clusters) == 1 {
+	if len(clusters) == 1 && clusters[0].headers == nil {
 		parts.cluster.Cluster = clusters[0].name
 		ra.ClusterSpecifier = &parts.cluster
 	} else {
-		ra.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: weightedCluster(clusters)}
+		// A backend with header filters of its own is always an entry of
+		// weighted_clusters, even alone: its headers are that entry's.
+		wc, err := weightedCluster(clusters)
+		if err != nil {
+			return err
+		}
+		ra.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
 	if f.Timeout != nil {
 		if *f.Timeout < 0 {
@@ -109,28 +117,32 @@ next:
 		if b == nil || b.Weight == 0 {
 			continue
 		}
-		name := b.Cluster
+		name, headers := b.Cluster, b.Headers
 		if b.Invalid || !t.clusters[name] {
-			name = InvalidBackendCluster
+			name, headers = InvalidBackendCluster, nil
 		} else {
 			anyValid = true
 		}
-		// Routes have few backends: a linear search beats a map.
-		for i := range out {
-			if out[i].name == name {
-				out[i].weight += uint64(b.Weight)
-				continue next
+		// Routes have few backends: a linear search beats a map. Backends
+		// with header filters of their own are never merged.
+		if headers == nil {
+			for i := range out {
+				if out[i].name == name && out[i].headers == nil {
+					out[i].weight += uint64(b.Weight)
+					continue next
+				}
 			}
 		}
-		out = append(out, weighted{name: name, weight: uint64(b.Weight)})
+		out = append(out, weighted{name: name, weight: uint64(b.Weight), headers: headers})
 	}
 	return out, anyValid
 }
 
 // weightedCluster builds the weighted_clusters of a route. Envoy rejects a
 // sum of weights above MaxUint32, so larger weights are scaled down, keeping
-// every share above zero.
-func weightedCluster(cs []weighted) *routev3.WeightedCluster {
+// every share above zero. A backend's header filters are its entry's
+// header mutations, applied after the route's.
+func weightedCluster(cs []weighted) (*routev3.WeightedCluster, error) {
 	var sum uint64
 	for _, c := range cs {
 		sum += c.weight
@@ -142,12 +154,22 @@ func weightedCluster(cs []weighted) *routev3.WeightedCluster {
 	out := &routev3.WeightedCluster{}
 	for _, c := range cs {
 		w := max(c.weight/div, 1)
-		out.Clusters = append(out.Clusters, &routev3.WeightedCluster_ClusterWeight{
+		cw := &routev3.WeightedCluster_ClusterWeight{
 			Name:   c.name,
 			Weight: wrapperspb.UInt32(uint32(w)),
-		})
+		}
+		if h := c.headers; h != nil {
+			var err error
+			if cw.RequestHeadersToAdd, cw.RequestHeadersToRemove, err = headerMutations(h.Request); err != nil {
+				return nil, fmt.Errorf("backend %s request headers: %w", c.name, err)
+			}
+			if cw.ResponseHeadersToAdd, cw.ResponseHeadersToRemove, err = headerMutations(h.Response); err != nil {
+				return nil, fmt.Errorf("backend %s response headers: %w", c.name, err)
+			}
+		}
+		out.Clusters = append(out.Clusters, cw)
 	}
-	return out
+	return out, nil
 }
 
 // mirrorPolicy mirrors Percent of requests to m's cluster, expressed in
