@@ -23,9 +23,9 @@ import (
 // with the standard ones every request is of the default routability.
 //
 // Not claimed:
-//   - HTTPRouteBackendRequestHeaderModification, HTTPRouteBackendURLRewrite:
-//     filters on backendRefs are refused (ResolvedRefs=False, that
-//     backend's share answered with 500).
+//   - HTTPRouteBackendURLRewrite: filters other than header modifiers on
+//     backendRefs are refused (ResolvedRefs=False, that backend's share
+//     answered with 500).
 //   - HTTPRouteCORS: the CORS filter is refused like other unknown filters.
 //   - BackendTLSPolicy and the frontend client-certificate features: not
 //     implemented yet.
