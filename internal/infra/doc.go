@@ -50,9 +50,13 @@
 //     ClusterIP Service, and an address without a value asks for nothing
 //     (the Service's assigned address satisfies it). Hostname addresses
 //     cannot be requested of a Service. The translator reports in the
-//     Gateway's status which requests the Service honours. A static
-//     ClusterIP cannot change on an existing Service (the API server
-//     refuses the apply): delete the Service to move it.
+//     Gateway's status which requests the Service honours. Requested
+//     addresses the API server refuses (a ClusterIP outside the
+//     ServiceCIDR, or another than an existing Service's, which cannot
+//     change; external IPs an admission policy forbids) are left out and
+//     the Service applied without them: those requests are then
+//     unsatisfied in status, the rest served. To move a static ClusterIP,
+//     delete the Service.
 //   - Listener ports: each of the Spec's TCP ports is a Service port and
 //     an Envoy container port named "port-<n>" over TCP, each UDP port
 //     one named "udp-<n>" over UDP; a number that is both gets both (the

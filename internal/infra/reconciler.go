@@ -445,16 +445,19 @@ func (r *Reconciler) apply(ctx context.Context, k types.NamespacedName, d *desir
 		return err
 	}
 	if err := write(objs.Service); err != nil {
-		if !apierrors.IsInvalid(err) || objs.Service.Spec == nil || objs.Service.Spec.ClusterIP == nil {
+		sp := objs.Service.Spec
+		if !(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)) || sp == nil || (sp.ClusterIP == nil && len(sp.ExternalIPs) == 0) {
 			return err
 		}
-		// A static Cluster address the API server refuses (outside the
-		// ServiceCIDR, taken, or another than the existing Service's,
-		// which cannot change): the Service keeps the ClusterIP it is
-		// given, and the translator reports the request unsatisfied
-		// (AddressNotAssigned); the rest of the Service is applied.
-		r.cfg.Log.Info("the requested ClusterIP is refused; applying the Service without it", "gateway", k, "clusterIP", *objs.Service.Spec.ClusterIP, "error", err)
-		objs.Service.Spec.ClusterIP = nil
+		// Requested addresses the API server refuses: a static Cluster
+		// address outside the ServiceCIDR, taken, or another than the
+		// existing Service's (which cannot change); external IPs an
+		// admission policy forbids (DenyServiceExternalIPs). The Service
+		// is applied without them, keeping the ClusterIP it has or is
+		// given, and the translator reports those requests unsatisfied;
+		// the rest of the Service is served.
+		r.cfg.Log.Info("requested Service addresses refused; applying the Service without them", "gateway", k, "error", err)
+		sp.ClusterIP, sp.ExternalIPs = nil, nil
 		if err := write(objs.Service); err != nil {
 			return err
 		}

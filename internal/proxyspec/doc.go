@@ -3,8 +3,9 @@
 // the infrastructure reconciler, the names and labels of the objects
 // provisioned for a Gateway (Name, Labels), the ownership rule of those
 // names (CheckOwner), the defaults of a ProxyConfig's unset fields and the
-// ports a proxy Pod reserves (defaults.go), and the checks of a
-// ProxyConfig's values (CheckProxyConfig).
+// ports a proxy Pod reserves (defaults.go), the checks of a
+// ProxyConfig's values (CheckProxyConfig), and the plan of a Gateway's
+// spec.addresses on its Service (PlanAddresses, addresses.go).
 //
 // Why a package of its own: the Gateway API stage (internal/gatewayapi)
 // decides and reports all of this — it refuses a ProxyConfig that fails

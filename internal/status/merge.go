@@ -73,7 +73,28 @@ func mergeGatewayClass(live gwv1.GatewayClassStatus, desired *gwv1.GatewayClassS
 }
 
 func mergeGateway(live gwv1.GatewayStatus, desired *gwv1.GatewayStatus, now metav1.Time) gwv1.GatewayStatus {
-	return mergeWithListeners(&live, desired, now, defaultGatewayStatus, gatewayParts, gatewayListener)
+	out := mergeWithListeners(&live, desired, now, defaultGatewayStatus, gatewayParts, gatewayListener)
+	keepPrunedRoutability(live.Addresses, out.Addresses)
+	return out
+}
+
+// keepPrunedRoutability: status.addresses[].routability is a field of the
+// experimental CRDs only, and the standard ones prune it. A live address
+// without routability that otherwise equals the desired one at the same
+// place keeps none, or every comparison would differ and every write
+// repeat. (With the experimental CRDs an address is written with its
+// routability the first time; only one written before Portico reported
+// routability stays without it until it changes.)
+func keepPrunedRoutability(live, out []gwv1.GatewayStatusAddress) {
+	if len(live) != len(out) {
+		return
+	}
+	for i := range out {
+		l := live[i]
+		if l.Routability == nil && l.Value == out[i].Value && l.Type != nil && out[i].Type != nil && *l.Type == *out[i].Type {
+			out[i].Routability = nil
+		}
+	}
 }
 
 func mergeListenerSet(live gwv1.ListenerSetStatus, desired *gwv1.ListenerSetStatus, now metav1.Time) gwv1.ListenerSetStatus {

@@ -298,3 +298,28 @@ func TestKeepTransitionTimes(t *testing.T) {
 		t.Error("nil in, non-nil out")
 	}
 }
+
+// A routability the standard CRDs prune from status.addresses does not make
+// every comparison differ: the pruned live address is equal; another value
+// is a change, and a new address is written with its routability.
+func TestApplyDesiredPrunedRoutability(t *testing.T) {
+	gw := &gwv1.Gateway{}
+	gw.Generation = 1
+	ip := gwv1.IPAddressType
+	cluster := gwv1.GatewayAddressRoutabilityCluster
+	desired := &gatewayapi.Status{Kind: resource.KindGateway, Gateway: &gwv1.GatewayStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "True", t1)},
+		Addresses:  []gwv1.GatewayStatusAddress{{Type: &ip, Value: "10.96.0.1", Routability: &cluster}},
+	}}
+	if !applyDesired(gw, desired, ours, t1) || gw.Status.Addresses[0].Routability == nil {
+		t.Fatalf("first apply: %+v", gw.Status.Addresses)
+	}
+	gw.Status.Addresses[0].Routability = nil // pruned by the API server
+	if applyDesired(gw, desired, ours, t1) {
+		t.Error("a pruned routability made an equal status differ")
+	}
+	desired.Gateway.Addresses[0].Value = "10.96.0.2"
+	if !applyDesired(gw, desired, ours, t1) || gw.Status.Addresses[0].Value != "10.96.0.2" || gw.Status.Addresses[0].Routability == nil {
+		t.Errorf("a changed address: %+v", gw.Status.Addresses)
+	}
+}

@@ -1,6 +1,9 @@
 package translate
 
 import (
+	"fmt"
+	"net/netip"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 )
@@ -22,4 +25,21 @@ func bindAddresses(out *listenerv3.Listener, addrs []string, port uint32, proto 
 		}
 		out.AdditionalAddresses = append(out.AdditionalAddresses, &listenerv3.AdditionalAddress{Address: sa})
 	}
+}
+
+// checkBindAddresses refuses bind addresses that are not distinct IP
+// addresses in canonical form (Envoy would refuse the listeners).
+func checkBindAddresses(addrs []string) error {
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || ip.String() != a || ip.Zone() != "" {
+			return fmt.Errorf("bind address %q is not an IP address in canonical form", a)
+		}
+		if seen[a] {
+			return fmt.Errorf("bind address %s is listed twice", a)
+		}
+		seen[a] = true
+	}
+	return nil
 }

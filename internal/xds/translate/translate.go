@@ -111,6 +111,9 @@ type translator struct {
 func (t *translator) translate() (*Resources, error) {
 	var ents [numTypes][]*entry
 	var err error
+	if err := checkBindAddresses(t.gw.Addresses); err != nil {
+		return nil, err
+	}
 	if ents[clusterIdx], ents[endpointIdx], err = t.clustersAndEndpoints(); err != nil {
 		return nil, err
 	}
