@@ -23,7 +23,7 @@ func TestForgottenRecordIsCaught(t *testing.T) {
 		t.Run(kind.String(), func(t *testing.T) {
 			skipRecord = func(k resource.Kind) bool { return k == kind }
 			defer func() { skipRecord = nil }()
-			_, _, modes, err := differential(opts, 7, 400, nil)
+			_, _, modes, err := differential(opts, diffSeed(), 400, nil)
 			if err == nil {
 				t.Fatalf("records of %s dropped, yet every incremental translation matched the full one (modes %v)", kind, modes)
 			}

@@ -266,6 +266,9 @@ func (x *Translator) classify(snap *resource.Snapshot, ch *resource.Changes) *af
 			a.compile.add(c)
 		case c.Kind == resource.KindReferenceGrant:
 			users(resource.Ref{Kind: resource.KindReferenceGrant, Key: resource.Key{Namespace: c.Key.Namespace}})
+		case c.Kind == resource.KindBackendTLSPolicy:
+			// Read by the Service's namespace (inputs.BackendTLSPolicies).
+			users(resource.Ref{Kind: resource.KindBackendTLSPolicy, Key: resource.Key{Namespace: c.Key.Namespace}})
 		case c.Kind == resource.KindService:
 			users(c)
 			a.endpoints.add(c.Key)
@@ -275,7 +278,7 @@ func (x *Translator) classify(snap *resource.Snapshot, ch *resource.Changes) *af
 					a.endpoints.add(resource.Key{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]})
 				}
 			}
-		default: // Secrets, Namespaces, ProxyConfigs, Deployments
+		default: // Secrets, Namespaces, ProxyConfigs, Deployments, ConfigMaps, ClusterTrustBundles
 			users(c)
 		}
 	}

@@ -31,25 +31,31 @@ const (
 	KindTLSRoute
 	KindTCPRoute
 	KindUDPRoute
+	KindConfigMap
+	KindClusterTrustBundle
+	KindBackendTLSPolicy
 )
 
 // descriptors is the registry: every kind's Descriptor, by Kind.
 var descriptors = [...]*Descriptor{
-	KindGatewayClass:   gatewayClassKind,
-	KindGateway:        gatewayKind,
-	KindListenerSet:    listenerSetKind,
-	KindHTTPRoute:      httpRouteKind,
-	KindGRPCRoute:      grpcRouteKind,
-	KindReferenceGrant: referenceGrantKind,
-	KindService:        serviceKind,
-	KindEndpointSlice:  endpointSliceKind,
-	KindSecret:         secretKind,
-	KindNamespace:      namespaceKind,
-	KindProxyConfig:    proxyConfigKind,
-	KindDeployment:     deploymentKind,
-	KindTLSRoute:       tlsRouteKind,
-	KindTCPRoute:       tcpRouteKind,
-	KindUDPRoute:       udpRouteKind,
+	KindGatewayClass:       gatewayClassKind,
+	KindGateway:            gatewayKind,
+	KindListenerSet:        listenerSetKind,
+	KindHTTPRoute:          httpRouteKind,
+	KindGRPCRoute:          grpcRouteKind,
+	KindReferenceGrant:     referenceGrantKind,
+	KindService:            serviceKind,
+	KindEndpointSlice:      endpointSliceKind,
+	KindSecret:             secretKind,
+	KindNamespace:          namespaceKind,
+	KindProxyConfig:        proxyConfigKind,
+	KindDeployment:         deploymentKind,
+	KindTLSRoute:           tlsRouteKind,
+	KindTCPRoute:           tcpRouteKind,
+	KindUDPRoute:           udpRouteKind,
+	KindConfigMap:          configMapKind,
+	KindClusterTrustBundle: clusterTrustBundleKind,
+	KindBackendTLSPolicy:   backendTLSPolicyKind,
 }
 
 // Object is an API object of a kind of a Snapshot (every pointer to a
