@@ -66,7 +66,8 @@ var (
 	// references name.
 	configMapKind = namespaced(Descriptor{
 		Kind: KindConfigMap, GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap"), LoadVersions: []string{"v1"},
-		NewList: func() runtime.Object { return &corev1.ConfigMapList{} },
+		ByReference: true,
+		NewList:     func() runtime.Object { return &corev1.ConfigMapList{} },
 	}, func(s *Snapshot) *Map[Key, *corev1.ConfigMap] { return &s.ConfigMaps })
 	clusterTrustBundleKind = clusterScoped(Descriptor{
 		Kind: KindClusterTrustBundle, GVK: certificatesv1.SchemeGroupVersion.WithKind("ClusterTrustBundle"),

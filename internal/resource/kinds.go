@@ -87,6 +87,10 @@ type Descriptor struct {
 	ClusterScoped bool
 	// HasStatus: Portico is this kind's controller and writes its status.
 	HasStatus bool
+	// ByReference: the kube provider watches only the objects of this
+	// kind that the snapshot's objects reference (CA ConfigMaps), one
+	// watch per object, instead of every object of the kind.
+	ByReference bool
 	// New returns an empty object of the kind; NewList an empty list.
 	New     func() Object
 	NewList func() runtime.Object

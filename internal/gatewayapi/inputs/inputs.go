@@ -235,6 +235,16 @@ func (r *Reader) BackendTLSPolicies(svc resource.Key) []*gwv1.BackendTLSPolicy {
 	return pi.byService[svc]
 }
 
+// BackendTLSPolicy returns the BackendTLSPolicy k, or nil.
+func (r *Reader) BackendTLSPolicy(k resource.Key) *gwv1.BackendTLSPolicy {
+	r.record(resource.KindBackendTLSPolicy, resource.Key{Namespace: k.Namespace})
+	return r.snap.BackendTLSPolicies.Value(k)
+}
+
+// BackendTLSPolicyCount is the number of BackendTLSPolicies (not
+// recorded, as listing is not).
+func (r *Reader) BackendTLSPolicyCount() int { return r.snap.BackendTLSPolicies.Len() }
+
 // BackendTLSPolicyKeys lists the BackendTLSPolicies, sorted.
 func (r *Reader) BackendTLSPolicyKeys() []resource.Key {
 	return resource.SortedKeys(r.snap.BackendTLSPolicies)
