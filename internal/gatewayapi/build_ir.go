@@ -65,9 +65,9 @@ func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 	b := &irBuilder{
 		t:          t,
 		clientCert: g.clientCert,
-		gw:        &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name, Proxy: g.settings},
-		secrets:   map[string]*ir.Secret{},
-		newVhosts: map[vhostKey]*vhostMemo{},
+		gw:         &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name, Proxy: g.settings},
+		secrets:    map[string]*ir.Secret{},
+		newVhosts:  map[vhostKey]*vhostMemo{},
 	}
 	prev := t.cache.Assembly(g.key())
 	if prev != nil {

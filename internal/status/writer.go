@@ -40,12 +40,12 @@
 package status
 
 import (
-	"slices"
 	"context"
 	"fmt"
 	"github.com/portico-dev/portico/internal/resource"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -146,7 +146,9 @@ func isRoute(kind resource.Kind) bool { return kind.IsRoute() }
 // controllers, entry by entry: routes (status.parents) and
 // BackendTLSPolicies (status.ancestors). Ours are removed from them
 // (removal entries) rather than forgotten.
-func isShared(kind resource.Kind) bool { return kind.IsRoute() || kind == resource.KindBackendTLSPolicy }
+func isShared(kind resource.Kind) bool {
+	return kind.IsRoute() || kind == resource.KindBackendTLSPolicy
+}
 
 // sharedKinds are the kinds isShared holds, as the sweep lists them.
 var sharedKinds = append(slices.Clone(resource.RouteKinds), resource.KindBackendTLSPolicy)
