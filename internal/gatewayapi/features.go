@@ -28,7 +28,10 @@ import (
 var supportedFeatures []gwv1.FeatureName
 
 var gatewayFeatures = []features.FeatureName{
+	features.SupportBackendTLSPolicy,
+	features.SupportBackendTLSPolicySANValidation,
 	features.SupportGateway,
+	features.SupportGatewayBackendClientCertificate,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayInfrastructure,
 	features.SupportGatewayPort8080,
