@@ -19,8 +19,11 @@ import (
 //     filters on backendRefs are refused (ResolvedRefs=False, that
 //     backend's share answered with 500).
 //   - HTTPRouteCORS: the CORS filter is refused like other unknown filters.
-//   - BackendTLSPolicy and the frontend client-certificate features: not
-//     implemented yet.
+//   - BackendTLSPolicy, BackendTLSPolicySANValidation and
+//     GatewayBackendClientCertificate are claimed (backendtls.go); the
+//     frontend client-certificate features and ClusterTrustBundle are not
+//     yet (ClusterTrustBundle CA references of BackendTLSPolicies are
+//     read, those of spec.tls.frontend are not).
 //
 // The features of a kind of route are its entry's (kinds.go); those of
 // gatewayFeatures are the Gateway's and the other kinds'. supportedFeatures
