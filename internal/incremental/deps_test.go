@@ -19,6 +19,7 @@ func TestForgottenRecordIsCaught(t *testing.T) {
 	for _, kind := range []resource.Kind{
 		resource.KindService, resource.KindSecret, resource.KindReferenceGrant,
 		resource.KindNamespace, resource.KindProxyConfig, resource.KindDeployment,
+		resource.KindConfigMap, resource.KindClusterTrustBundle, resource.KindBackendTLSPolicy,
 	} {
 		t.Run(kind.String(), func(t *testing.T) {
 			skipRecord = func(k resource.Kind) bool { return k == kind }

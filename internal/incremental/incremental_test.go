@@ -45,10 +45,10 @@ func incrementalSteps(t *testing.T, opts gatewayapi.Options) (*Translator, *reso
 }
 
 // diffSeed is the seed of the differential tests: PORTICO_INC_SEED, or
-// one whose 400 steps change every kind and catch every forgotten record
-// (TestForgottenRecordIsCaught).
+// 7, whose 400 steps change every kind and catch every forgotten record
+// (TestForgottenRecordIsCaught); seeds 8 and 12 do too, 1 to 6 do not.
 func diffSeed() uint64 {
-	seed := uint64(1)
+	seed := uint64(7)
 	if s := os.Getenv("PORTICO_INC_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
@@ -275,7 +275,13 @@ func vhostDiff(ga, gb *ir.Gateway) string {
 			break
 		}
 		for k, fc := range ga.Listeners[j].FilterChains {
+			if k >= len(gb.Listeners[j].FilterChains) {
+				break
+			}
 			fb := gb.Listeners[j].FilterChains[k]
+			if fc.RouteConfig == nil || fb.RouteConfig == nil {
+				continue // an L4 chain (TCP), or chains that differ otherwise
+			}
 			for v, vh := range fc.RouteConfig.VirtualHosts {
 				if v >= len(fb.RouteConfig.VirtualHosts) {
 					return "IR of gateway " + ga.Key() + " more vhosts in " + fc.Name

@@ -5,7 +5,11 @@
 // Secrets only those of type kubernetes.io/tls (SecretFieldSelector), of
 // Deployments, ConfigMaps, ServiceAccounts, PodDisruptionBudgets and
 // HorizontalPodAutoscalers only those Portico provisioned (its managed-by
-// label), without managedFields. RBAC cannot express these selections
+// label), without managedFields; of ConfigMaps also those a CA certificate
+// reference names (a BackendTLSPolicy's, a Gateway's spec.tls.frontend),
+// each by a watch of its own (refwatch.go). ClusterTrustBundles and
+// BackendTLSPolicies are read as empty when the API server does not serve
+// them. RBAC cannot express these selections
 // (the ServiceAccount may list every Secret); they keep the rest of the
 // cluster's Secrets out of the process's memory, snapshots and debug
 // views.

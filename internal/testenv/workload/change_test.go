@@ -13,17 +13,17 @@ import (
 func TestChangeSequenceIsPinned(t *testing.T) {
 	want := []string{
 		"gateway class",
-		"backend tls policy deleted team1/svc0-tls",
-		"tcp route team1/tcp1",
-		"grant created team0/grant",
+		"backend tls policy restored team1/svc0-tls",
+		"route deleted team8/route28",
+		"slice not ready team9/svc5-1",
+		"grpc route deleted team0/grpc0",
 		"slice added team1/svc4-1-2",
-		"route created team14/new951",
+		"route created team13/new951",
 		"gateway class",
 		"backend tls policy deleted team0/svc0-tls",
 		"trust bundle deleted",
-		"listener set team2/ls0",
-		"slice address team0/svc5-1",
-		"service appProtocol team3/grpc3",
+		"route deleted team8/route8",
+		"service deleted team18/svc7",
 	}
 	rng := rand.New(rand.NewPCG(1, 99))
 	s := Rich(40)

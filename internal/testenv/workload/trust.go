@@ -26,11 +26,16 @@ func addTrust(s *resource.Snapshot) {
 	s.ConfigMaps.Set(caConfigMap, caMap(caConfigMap.Namespace))
 	s.ConfigMaps.Set(resource.Key{Namespace: "team1", Name: "backend-ca"}, caMap("team1"))
 	s.ClusterTrustBundles.Set(trustBundle, bundle())
-	for _, p := range []*gwv1.BackendTLSPolicy{
+	for _, p := range richPolicies() {
+		s.BackendTLSPolicies.Set(key(p.ObjectMeta), p)
+	}
+}
+
+// richPolicies are the BackendTLSPolicies of Rich.
+func richPolicies() []*gwv1.BackendTLSPolicy {
+	return []*gwv1.BackendTLSPolicy{
 		backendPolicy("team0", "svc0-tls", "svc0", "http", 0, gwv1.LocalObjectReference{Kind: "ConfigMap", Name: "backend-ca"}),
 		backendPolicy("team1", "svc0-tls", "svc0", "", 1, gwv1.LocalObjectReference{Group: "certificates.k8s.io", Kind: "ClusterTrustBundle", Name: gwv1.ObjectName(trustBundle)}),
-	} {
-		s.BackendTLSPolicies.Set(key(p.ObjectMeta), p)
 	}
 }
 
@@ -60,9 +65,10 @@ func backendPolicy(ns, name, svc, section string, age int, ca gwv1.LocalObjectRe
 	}
 }
 
-// changeTrust changes the backend TLS objects: a policy (its target, its
-// CA, its hostname, a conflicting one created, one deleted), the CA
-// ConfigMap (invalid, deleted, restored) or the ClusterTrustBundle.
+// changeTrust changes the backend TLS objects: the CA ConfigMap (invalid,
+// deleted, restored), the ClusterTrustBundle (invalid, deleted, restored),
+// a policy (created, one of Rich's restored, its target, CA, validation
+// changed, or deleted).
 func changeTrust(c *resource.Snapshot, rng *rand.Rand) string {
 	switch rng.IntN(8) {
 	case 0:
@@ -78,18 +84,28 @@ func changeTrust(c *resource.Snapshot, rng *rand.Rand) string {
 		c.ConfigMaps.Set(caConfigMap, caMap(caConfigMap.Namespace))
 		return "ca configmap restored"
 	case 2:
-		if c.ClusterTrustBundles.Has(trustBundle) {
-			c.ClusterTrustBundles.Delete(trustBundle)
-			return "trust bundle deleted"
+		switch b := c.ClusterTrustBundles.Value(trustBundle); {
+		case b == nil:
+			c.ClusterTrustBundles.Set(trustBundle, bundle())
+			return "trust bundle restored"
+		case rng.IntN(2) == 0:
+			b = b.DeepCopy()
+			b.Spec.TrustBundle = "garbage"
+			c.ClusterTrustBundles.Set(trustBundle, b)
+			return "trust bundle invalid"
 		}
-		c.ClusterTrustBundles.Set(trustBundle, bundle())
-		return "trust bundle restored"
+		c.ClusterTrustBundles.Delete(trustBundle)
+		return "trust bundle deleted"
 	case 3:
 		ns := fmt.Sprintf("team%d", rng.IntN(3))
 		p := backendPolicy(ns, fmt.Sprintf("new%d", rng.IntN(3)), fmt.Sprintf("svc%d", rng.IntN(2)), []string{"", "http", "nope"}[rng.IntN(3)],
 			rng.IntN(3)-1, gwv1.LocalObjectReference{Kind: "ConfigMap", Name: "backend-ca"})
 		c.BackendTLSPolicies.Set(key(p.ObjectMeta), p)
 		return "backend tls policy created " + key(p.ObjectMeta).String()
+	case 4:
+		p := richPolicies()[rng.IntN(2)]
+		c.BackendTLSPolicies.Set(key(p.ObjectMeta), p)
+		return "backend tls policy restored " + key(p.ObjectMeta).String()
 	}
 	k, p, ok := pick(rng, c.BackendTLSPolicies, resource.CompareKeys)
 	if !ok {
@@ -98,19 +114,20 @@ func changeTrust(c *resource.Snapshot, rng *rand.Rand) string {
 	p = p.DeepCopy()
 	p.Generation++
 	c.BackendTLSPolicies.Set(k, p)
-	switch rng.IntN(5) {
+	switch rng.IntN(6) {
 	case 0:
 		c.BackendTLSPolicies.Delete(k)
 		return "backend tls policy deleted " + k.String()
 	case 1:
 		p.Spec.TargetRefs[0].Name = gwv1.ObjectName(fmt.Sprintf("svc%d", rng.IntN(3)))
 		return "backend tls policy target " + k.String()
-	case 2:
+	case 2, 3:
 		kinds := []gwv1.LocalObjectReference{{Kind: "ConfigMap", Name: "backend-ca"}, {Kind: "ConfigMap", Name: "nope"},
 			{Group: "example.com", Kind: "Bundle", Name: "x"}, {Group: "certificates.k8s.io", Kind: "ClusterTrustBundle", Name: gwv1.ObjectName(trustBundle)}}
 		p.Spec.Validation.CACertificateRefs = []gwv1.LocalObjectReference{kinds[rng.IntN(len(kinds))]}
+		p.Spec.Validation.WellKnownCACertificates = nil
 		return "backend tls policy ca " + k.String()
-	case 3:
+	case 4:
 		p.Spec.Validation.CACertificateRefs = nil
 		p.Spec.Validation.WellKnownCACertificates = ptr(gwv1.WellKnownCACertificatesSystem)
 		return "backend tls policy system CAs " + k.String()
