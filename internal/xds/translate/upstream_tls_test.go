@@ -44,7 +44,7 @@ func TestUpstreamTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	tls := &ir.UpstreamTLS{SNI: "a.internal", CACertificates: []byte(certA),
-		SubjectAltNames: []ir.SubjectAltName{{Type: ir.SANDNS, Value: "a.internal"}, {Type: ir.SANURI, Value: "spiffe://x/y"}},
+		SubjectAltNames:   []ir.SubjectAltName{{Type: ir.SANDNS, Value: "a.internal"}, {Type: ir.SANURI, Value: "spiffe://x/y"}},
 		ClientCertificate: secretA}
 	g1 := withTLS(base, 0, tls)
 	r1, err := x.Translate(g1)
