@@ -322,3 +322,43 @@ func TestTranslateRouteBudget(t *testing.T) {
 		t.Errorf("the default budget refuses a quickstart route:\n%s", out)
 	}
 }
+
+// portico translate shows a BackendTLSPolicy's status and the upstream TLS
+// it configures (the render golden btls-01 as input).
+func TestTranslateBackendTLSPolicy(t *testing.T) {
+	in := filepath.Join("..", "..", "internal", "render", "testdata", "btls-01-backend-tls-policy.in.yaml")
+	code, out, errOut := runTranslate(t, "-f", in)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	var doc document
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range doc.Statuses {
+		if s.Kind == "BackendTLSPolicy" && s.Metadata.Name == "https" {
+			found = true
+			if a, _ := s.Status["ancestors"].([]any); len(a) != 1 {
+				t.Errorf("ancestors of BackendTLSPolicy https: %v", s.Status)
+			}
+		}
+	}
+	if !found {
+		t.Error("no status of BackendTLSPolicy https")
+	}
+	if len(doc.XDS) != 1 {
+		t.Fatalf("xds %+v", doc.XDS)
+	}
+	for _, c := range doc.XDS[0].Clusters {
+		if c["name"] != "default/secure/443" {
+			continue
+		}
+		ts, _ := c["transportSocket"].(map[string]any)
+		if ts["name"] != "envoy.transport_sockets.tls" || !strings.Contains(out, `"sni": "https.example.com"`) {
+			t.Errorf("cluster default/secure/443 has no upstream TLS: %v", c)
+		}
+		return
+	}
+	t.Error("no cluster default/secure/443")
+}

@@ -48,6 +48,11 @@ type clusterDef struct {
 	h2 bool
 	// udp: the Service's UDP port (named "<ns>/<svc>/<port>/udp").
 	udp bool
+	// tls is the BackendTLSPolicy applied to the port (nil: none), and
+	// evals every policy covering it, whose reads a user of the cached
+	// definition records again (backendtls.go).
+	tls   *policyEval
+	evals []*policyEval
 }
 
 // resolveBackend checks a backendRef (or mirror backendRef) of a route and
@@ -71,8 +76,15 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 	}
 	port := b.Port
 	class := routeKinds[rs.kind].upstream
+	var pols []*gwv1.BackendTLSPolicy
+	if class != backendUDP {
+		pols = t.in.BackendTLSPolicies(resource.Key{Namespace: ns, Name: name}) // recorded, before the cache
+	}
 	// The common case, without building strings.
 	if def, ok := t.clusterByRef[clusterRef{ns, name, port, class}]; ok {
+		for _, e := range def.evals {
+			t.touchCAs(e.cas)
+		}
 		return def, nil
 	}
 	id := b.ID()
@@ -102,13 +114,18 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 		def.name += "/udp"
 		def.udp = true
 	}
+	if len(pols) > 0 {
+		def.tls, def.evals = t.servicePortTLS(def.svc, sp, pols)
+	}
 	if sp.AppProtocol != nil && class == backendHTTP {
-		switch *sp.AppProtocol {
+		switch strings.ToLower(*sp.AppProtocol) {
 		case "kubernetes.io/h2c", "h2c", "grpc":
 			def.h2 = true
 		case "https", "kubernetes.io/wss", "tls":
-			return nil, &problem{string(gwv1.RouteReasonUnsupportedProtocol),
-				fmt.Sprintf("Service %s port %d has appProtocol %q; TLS to backends is not supported", id, port, *sp.AppProtocol)}
+			if def.tls == nil {
+				return nil, &problem{string(gwv1.RouteReasonUnsupportedProtocol),
+					fmt.Sprintf("Service %s port %d has appProtocol %q, and no BackendTLSPolicy applies to it", id, port, *sp.AppProtocol)}
+			}
 		}
 	}
 	t.clusterByRef[clusterRef{ns, name, port, class}] = def

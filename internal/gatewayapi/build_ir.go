@@ -30,6 +30,9 @@ type irBuilder struct {
 	t       *translator
 	gw      *ir.Gateway
 	secrets map[string]*ir.Secret
+	// clientCert names the Secret of the Gateway's client certificate
+	// for TLS backends; empty for none.
+	clientCert string
 	// oldVhosts are the virtual hosts of the Gateway's previous assembly
 	// (none without one), newVhosts those of this one.
 	oldVhosts, newVhosts map[vhostKey]*vhostMemo
@@ -46,6 +49,9 @@ type Assembly struct {
 	// is the IR's list of them.
 	uses     map[string]clusterCount
 	clusters []*ir.Cluster
+	// clientCert is the Gateway's client certificate its TLS clusters
+	// name.
+	clientCert string
 }
 
 // clusterCount counts the virtual hosts (and L4 chains) using a cluster,
@@ -57,10 +63,11 @@ type clusterCount struct {
 
 func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 	b := &irBuilder{
-		t:         t,
-		gw:        &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name, Proxy: g.settings, Addresses: t.bindAddresses(g)},
-		secrets:   map[string]*ir.Secret{},
-		newVhosts: map[vhostKey]*vhostMemo{},
+		t:          t,
+		clientCert: g.clientCert,
+		gw:         &ir.Gateway{Namespace: g.obj.Namespace, Name: g.obj.Name, Proxy: g.settings, Addresses: t.bindAddresses(g)},
+		secrets:    map[string]*ir.Secret{},
+		newVhosts:  map[vhostKey]*vhostMemo{},
 	}
 	prev := t.cache.Assembly(g.key())
 	if prev != nil {
@@ -101,6 +108,9 @@ func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 	m := b.memoClusters(prev)
 	t.cache.KeepAssembly(g.key(), m)
 	b.gw.Clusters = m.clusters
+	if b.clientCert != "" && slices.ContainsFunc(m.clusters, func(c *ir.Cluster) bool { return c.TLS != nil && c.TLS.ClientCertificate != "" }) {
+		b.secrets[b.clientCert] = t.secrets[b.clientCert].secret
+	}
 	for _, s := range b.secrets {
 		b.gw.Secrets = append(b.gw.Secrets, s)
 	}
@@ -166,11 +176,13 @@ func vhostName(host string) string {
 // hosts that changed, and reusing its cluster list when no cluster
 // appeared, disappeared or changed.
 func (b *irBuilder) memoClusters(prev *Assembly) *Assembly {
-	m := &Assembly{vhosts: b.newVhosts}
+	m := &Assembly{vhosts: b.newVhosts, clientCert: b.clientCert}
 	// before holds, for the clusters whose counts change, whether they
 	// were used, and used by HTTP/2, before.
 	type state struct{ used, http, h2 bool }
 	var before map[string]state // nil without prev: every cluster is new
+	// tlsChanged are the clusters whose definition's TLS changed.
+	tlsChanged := map[string]bool{}
 	add := func(v *vhostMemo, d int) {
 		for _, u := range v.uses {
 			c, ok := m.uses[u.def.name]
@@ -180,6 +192,9 @@ func (b *irBuilder) memoClusters(prev *Assembly) *Assembly {
 			if d > 0 {
 				// The latest definition: an older one may predate a
 				// change of the Service (whose users were all rebuilt).
+				if ok && before != nil && !sameDefTLS(c.def, u.def) {
+					tlsChanged[u.def.name] = true // its BackendTLSPolicy changed
+				}
 				c.def = u.def
 			}
 			if before != nil {
@@ -219,8 +234,15 @@ func (b *irBuilder) memoClusters(prev *Assembly) *Assembly {
 		}
 		for name, st := range before {
 			c := m.uses[name]
-			if st != (state{c.n > 0, c.http > 0, c.h2 > 0}) {
+			if st != (state{c.n > 0, c.http > 0, c.h2 > 0}) || tlsChanged[name] {
 				dirty[name] = true
+			}
+		}
+		if prev.clientCert != b.clientCert {
+			for name, c := range m.uses {
+				if c.def.tls != nil {
+					dirty[name] = true
+				}
 			}
 		}
 		// Clusters of Services whose endpoints may have changed.
@@ -316,12 +338,33 @@ func (b *irBuilder) clusterOf(name string, c clusterCount) *ir.Cluster {
 	default:
 		proto = ir.UpstreamTCP
 	}
-	return &ir.Cluster{
+	out := &ir.Cluster{
 		Name:             name,
 		ServiceNamespace: c.def.svc.Namespace,
 		ServiceName:      c.def.svc.Name,
 		ServicePort:      c.def.port.Port,
 		Protocol:         proto,
-		Endpoints:        b.t.endpointsOf(c.def),
 	}
+	if e := c.def.tls; e != nil {
+		tls := *e.tls
+		if tls.Blocked == "" {
+			tls.ClientCertificate = b.clientCert
+		}
+		out.TLS = &tls
+	}
+	if out.TLS == nil || out.TLS.Blocked == "" {
+		out.Endpoints = b.t.endpointsOf(c.def)
+	}
+	return out
+}
+
+// sameDefTLS reports whether two definitions of a cluster configure the
+// same TLS.
+func sameDefTLS(a, b *clusterDef) bool {
+	if a.tls == nil || b.tls == nil {
+		return a.tls == b.tls
+	}
+	x, y := a.tls.tls, b.tls.tls
+	return x.Blocked == y.Blocked && x.SNI == y.SNI && string(x.CACertificates) == string(y.CACertificates) &&
+		x.SystemCAFile == y.SystemCAFile && slices.Equal(x.SubjectAltNames, y.SubjectAltNames)
 }

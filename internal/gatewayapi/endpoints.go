@@ -33,6 +33,9 @@ func PatchEndpoints(snap *resource.Snapshot, gw *ir.Gateway, svcs []resource.Key
 	var clusters []*ir.Cluster
 	for _, i := range idx {
 		c := gw.Clusters[i]
+		if c.TLS != nil && c.TLS.Blocked != "" {
+			continue // never any endpoints (backendtls.go)
+		}
 		svc := resource.Key{Namespace: c.ServiceNamespace, Name: c.ServiceName}
 		eps, ok := cache.Endpoints(c.Name)
 		if !ok {

@@ -27,8 +27,11 @@ import (
 //     backendRefs are refused (ResolvedRefs=False, that backend's share
 //     answered with 500).
 //   - HTTPRouteCORS: the CORS filter is refused like other unknown filters.
-//   - BackendTLSPolicy and the frontend client-certificate features: not
-//     implemented yet.
+//   - BackendTLSPolicy, BackendTLSPolicySANValidation and
+//     GatewayBackendClientCertificate are claimed (backendtls.go); the
+//     frontend client-certificate features and ClusterTrustBundle are not
+//     yet (ClusterTrustBundle CA references of BackendTLSPolicies are
+//     read, those of spec.tls.frontend are not).
 //
 // The features of a kind of route are its entry's (kinds.go); those of
 // gatewayFeatures are the Gateway's and the other kinds'. supportedFeatures
@@ -36,10 +39,13 @@ import (
 var supportedFeatures []gwv1.FeatureName
 
 var gatewayFeatures = []features.FeatureName{
+	features.SupportBackendTLSPolicy,
+	features.SupportBackendTLSPolicySANValidation,
 	features.SupportGateway,
 	features.SupportGatewayAddressEmpty,
 	features.SupportGatewayAddressRoutability,
 	features.SupportGatewayAddressRoutabilityCluster,
+	features.SupportGatewayBackendClientCertificate,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayInfrastructure,

@@ -41,15 +41,16 @@ const (
 // (resource/load.go, provider/kube): a CRD field they lack is dropped on
 // decoding, before any translation could see it.
 var decodedSpecs = map[string]reflect.Type{
-	resource.KindGatewayClass.String(): reflect.TypeFor[gwv1.GatewayClassSpec](),
-	resource.KindGateway.String():      reflect.TypeFor[gwv1.GatewaySpec](),
-	resource.KindListenerSet.String():  reflect.TypeFor[gwv1.ListenerSetSpec](),
-	resource.KindHTTPRoute.String():    reflect.TypeFor[gwv1.HTTPRouteSpec](),
-	resource.KindGRPCRoute.String():    reflect.TypeFor[gwv1.GRPCRouteSpec](),
-	resource.KindTLSRoute.String():     reflect.TypeFor[gwv1.TLSRouteSpec](),
-	resource.KindTCPRoute.String():     reflect.TypeFor[gwv1.TCPRouteSpec](),
-	resource.KindUDPRoute.String():     reflect.TypeFor[gwv1.UDPRouteSpec](),
-	"ReferenceGrant":                   reflect.TypeFor[gwv1beta1.ReferenceGrantSpec](),
+	resource.KindGatewayClass.String():     reflect.TypeFor[gwv1.GatewayClassSpec](),
+	resource.KindGateway.String():          reflect.TypeFor[gwv1.GatewaySpec](),
+	resource.KindListenerSet.String():      reflect.TypeFor[gwv1.ListenerSetSpec](),
+	resource.KindHTTPRoute.String():        reflect.TypeFor[gwv1.HTTPRouteSpec](),
+	resource.KindGRPCRoute.String():        reflect.TypeFor[gwv1.GRPCRouteSpec](),
+	resource.KindTLSRoute.String():         reflect.TypeFor[gwv1.TLSRouteSpec](),
+	resource.KindTCPRoute.String():         reflect.TypeFor[gwv1.TCPRouteSpec](),
+	resource.KindUDPRoute.String():         reflect.TypeFor[gwv1.UDPRouteSpec](),
+	"ReferenceGrant":                       reflect.TypeFor[gwv1beta1.ReferenceGrantSpec](),
+	resource.KindBackendTLSPolicy.String(): reflect.TypeFor[gwv1.BackendTLSPolicySpec](),
 }
 
 // knownReasons are the condition reasons of the Gateway API that a

@@ -72,6 +72,10 @@ type gatewayState struct {
 	// budgetHit whether a route was refused for its budget (budget.go).
 	expansion int
 	budgetHit bool
+	// clientCert names the Secret of spec.tls.backend.clientCertificateRef
+	// (empty: none, or unusable: clientCertProblem says why).
+	clientCert        string
+	clientCertProblem *problem
 }
 
 func (g *gatewayState) key() resource.Key {
@@ -112,8 +116,11 @@ func (t *translator) processGateways() {
 			g.invalid = paramsProblem
 		case settingsProblem != nil:
 			g.invalid = settingsProblem
-		case gw.Spec.TLS != nil:
-			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), "spec.tls (frontend client validation, backend client certificate) is not supported"}
+		case gw.Spec.TLS != nil && gw.Spec.TLS.Frontend != nil:
+			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), "spec.tls.frontend (client certificate validation) is not supported"}
+		}
+		if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil && gw.Spec.TLS.Backend.ClientCertificateRef != nil {
+			g.clientCert, g.clientCertProblem = gt.clientCertificate(gw)
 		}
 		from := objRef{gwv1.GroupName, resource.KindGateway.String(), gw.Namespace}
 		seen := map[string]bool{}
@@ -273,6 +280,13 @@ func (t *translator) gatewayStatuses() {
 				c.set(string(gwv1.GatewayConditionProgrammed), false, o.problem.reason, o.problem.message)
 			}
 			addressesAssigned(c, g, addresses, o.unsatisfied)
+		}
+		if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil {
+			if p := g.clientCertProblem; p != nil {
+				c.set(string(gwv1.GatewayConditionResolvedRefs), false, p.reason, p.message+"; TLS backends are connected to without a client certificate")
+			} else {
+				c.set(string(gwv1.GatewayConditionResolvedRefs), true, string(gwv1.GatewayReasonResolvedRefs), "the Gateway's references are resolved")
+			}
 		}
 		st := &gwv1.GatewayStatus{Conditions: c.done(), Addresses: addresses}
 		for _, l := range g.own {

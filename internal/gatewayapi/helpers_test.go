@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +71,12 @@ func add(s *resource.Snapshot, o any) {
 		s.Secrets.Set(key(v.ObjectMeta), v)
 	case *corev1.Namespace:
 		s.Namespaces.Set(v.Name, v)
+	case *corev1.ConfigMap:
+		s.ConfigMaps.Set(key(v.ObjectMeta), v)
+	case *certificatesv1.ClusterTrustBundle:
+		s.ClusterTrustBundles.Set(v.Name, v)
+	case *gwv1.BackendTLSPolicy:
+		s.BackendTLSPolicies.Set(key(v.ObjectMeta), v)
 	default:
 		panic("unknown object")
 	}

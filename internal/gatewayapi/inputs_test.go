@@ -13,6 +13,7 @@ import (
 // it on, to inputs.New or to another entry point (checked below).
 var entryPoints = map[string]bool{
 	"Translate": true, "TranslateScope": true, "Reattach": true, "PatchEndpoints": true, "newTranslator": true,
+	"WithPolicyStatuses": true,
 }
 
 // TestSemanticsReadOnlyThroughInputs checks that no file of the package

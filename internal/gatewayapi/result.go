@@ -74,6 +74,10 @@ type Status struct {
 	// Route holds only the parents managed by Options.ControllerName; the
 	// status writer merges them with other controllers' entries.
 	Route *gwv1.RouteStatus
+	// Policy holds only the ancestors managed by Options.ControllerName
+	// (a BackendTLSPolicy's); the status writer merges them with other
+	// controllers' entries.
+	Policy *gwv1.PolicyStatus
 }
 
 // Key is "<Kind>/<namespace>/<name>" ("<Kind>/<name>" when cluster-scoped).

@@ -117,6 +117,9 @@ type translation struct {
 	// clusterByRef holds the clusters resolved so far, by namespace, name
 	// and port.
 	clusterByRef map[clusterRef]*clusterDef
+	// policyEvals holds the BackendTLSPolicies evaluated so far
+	// (backendtls.go).
+	policyEvals map[resource.Key]*policyEval
 
 	classes  map[string]*classState
 	gateways map[resource.Key]*gatewayState
@@ -176,7 +179,7 @@ func Translate(snap *resource.Snapshot, opts Options) *Result {
 	t := newTranslator(snap, opts, nil, newOneTranslation())
 	t.run()
 	p := t.partial(t.buildIR(), false) // nobody continues from its states
-	return &Result{Gateways: p.Gateways, Infra: p.Infra, StatusSet: NewStatusSet(p.Statuses)}
+	return WithPolicyStatuses(snap, opts, &Result{Gateways: p.Gateways, Infra: p.Infra, StatusSet: NewStatusSet(p.Statuses)})
 }
 
 // newTranslator returns a translator of snap recording what it reads into

@@ -19,11 +19,12 @@ func TestForgottenRecordIsCaught(t *testing.T) {
 	for _, kind := range []resource.Kind{
 		resource.KindService, resource.KindSecret, resource.KindReferenceGrant,
 		resource.KindNamespace, resource.KindProxyConfig, resource.KindDeployment,
+		resource.KindConfigMap, resource.KindClusterTrustBundle, resource.KindBackendTLSPolicy,
 	} {
 		t.Run(kind.String(), func(t *testing.T) {
 			skipRecord = func(k resource.Kind) bool { return k == kind }
 			defer func() { skipRecord = nil }()
-			_, _, modes, err := differential(opts, 7, 400, nil)
+			_, _, modes, err := differential(opts, diffSeed(), 400, nil)
 			if err == nil {
 				t.Fatalf("records of %s dropped, yet every incremental translation matched the full one (modes %v)", kind, modes)
 			}

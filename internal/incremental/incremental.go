@@ -13,7 +13,8 @@
 // Gateway, Gateways by class, Gateways by the Services of their clusters;
 // index.go) and a dependency index (deps.go): what every Gateway and route
 // read from the snapshot (Services, Secrets, ReferenceGrants, Namespaces,
-// ProxyConfigs, Deployments), including objects that did not exist, as
+// ProxyConfigs, Deployments, BackendTLSPolicies by namespace, CA
+// ConfigMaps and ClusterTrustBundles), including objects that did not exist, as
 // package inputs' accessors record it (the semantics read nothing else). A
 // change then selects the Gateways to translate again:
 //
@@ -150,7 +151,7 @@ func (x *Translator) full(snap *resource.Snapshot, opts gatewayapi.Options) *gat
 	x.cache = newCache(x.rec)
 	x.idx.build(snap)
 	p := gatewayapi.TranslateScope(snap, opts, nil, x.cache, x.rec)
-	res := &gatewayapi.Result{Gateways: p.Gateways, Infra: p.Infra, StatusSet: gatewayapi.NewStatusSet(p.Statuses)}
+	res := gatewayapi.WithPolicyStatuses(snap, opts, &gatewayapi.Result{Gateways: p.Gateways, Infra: p.Infra, StatusSet: gatewayapi.NewStatusSet(p.Statuses)})
 	x.states = p.States
 	for _, gw := range res.Gateways {
 		x.idx.setServices(resource.Key{Namespace: gw.Namespace, Name: gw.Name}, servicesOf(gw))
@@ -197,6 +198,13 @@ func (x *Translator) incremental(snap *resource.Snapshot, opts gatewayapi.Option
 	var patched int
 	res, patched = x.patchEndpoints(snap, res, a)
 	st.Gateways += patched
+	if !a.onlyEndpoints {
+		// The policies' statuses follow the merged IR (their ancestors
+		// are the Gateways of the clusters they apply to).
+		if r := gatewayapi.WithPolicyStatuses(snap, opts, res); r != res {
+			res, st.StatusesChanged = r, true
+		}
+	}
 	x.snap, x.opts, x.res, x.valid = snap, opts, res, true
 	return res, st
 }
@@ -266,6 +274,9 @@ func (x *Translator) classify(snap *resource.Snapshot, ch *resource.Changes) *af
 			a.compile.add(c)
 		case c.Kind == resource.KindReferenceGrant:
 			users(resource.Ref{Kind: resource.KindReferenceGrant, Key: resource.Key{Namespace: c.Key.Namespace}})
+		case c.Kind == resource.KindBackendTLSPolicy:
+			// Read by the Service's namespace (inputs.BackendTLSPolicies).
+			users(resource.Ref{Kind: resource.KindBackendTLSPolicy, Key: resource.Key{Namespace: c.Key.Namespace}})
 		case c.Kind == resource.KindService:
 			users(c)
 			a.endpoints.add(c.Key)
@@ -275,7 +286,7 @@ func (x *Translator) classify(snap *resource.Snapshot, ch *resource.Changes) *af
 					a.endpoints.add(resource.Key{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]})
 				}
 			}
-		default: // Secrets, Namespaces, ProxyConfigs, Deployments
+		default: // Secrets, Namespaces, ProxyConfigs, Deployments, ConfigMaps, ClusterTrustBundles
 			users(c)
 		}
 	}

@@ -23,10 +23,7 @@ var incOpts = gatewayapi.Options{ControllerName: workload.ControllerName}
 // equals a full one; it returns the Incremental and the last snapshot.
 func incrementalSteps(t *testing.T, opts gatewayapi.Options) (*Translator, *resource.Snapshot, map[Mode]int) {
 	t.Helper()
-	seed := uint64(7)
-	if s := os.Getenv("PORTICO_INC_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
+	seed := diffSeed()
 	steps := 400
 	if testing.Short() {
 		steps = 100
@@ -45,6 +42,17 @@ func incrementalSteps(t *testing.T, opts gatewayapi.Options) (*Translator, *reso
 		}
 	}
 	return x, snap, modes
+}
+
+// diffSeed is the seed of the differential tests: PORTICO_INC_SEED, or
+// 7, whose 400 steps change every kind and catch every forgotten record
+// (TestForgottenRecordIsCaught); seeds 8 and 12 do too, 1 to 6 do not.
+func diffSeed() uint64 {
+	seed := uint64(7)
+	if s := os.Getenv("PORTICO_INC_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	return seed
 }
 
 // differential is the differential test: from seed, it applies steps
@@ -267,7 +275,13 @@ func vhostDiff(ga, gb *ir.Gateway) string {
 			break
 		}
 		for k, fc := range ga.Listeners[j].FilterChains {
+			if k >= len(gb.Listeners[j].FilterChains) {
+				break
+			}
 			fb := gb.Listeners[j].FilterChains[k]
+			if fc.RouteConfig == nil || fb.RouteConfig == nil {
+				continue // an L4 chain (TCP), or chains that differ otherwise
+			}
 			for v, vh := range fc.RouteConfig.VirtualHosts {
 				if v >= len(fb.RouteConfig.VirtualHosts) {
 					return "IR of gateway " + ga.Key() + " more vhosts in " + fc.Name

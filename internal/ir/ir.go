@@ -326,7 +326,46 @@ type Cluster struct {
 	Protocol         UpstreamProtocol
 	// Endpoints are the ready endpoints, sorted by address and port.
 	Endpoints []Endpoint
+	// TLS, when set, is the TLS the proxy speaks to the endpoints (a
+	// BackendTLSPolicy applies to the Service port); nil: plaintext.
+	TLS *UpstreamTLS
 }
+
+// UpstreamTLS is how the proxy connects to a cluster's endpoints with
+// TLS, validating their certificates.
+type UpstreamTLS struct {
+	// Blocked, when not empty, says why the TLS asked for cannot be
+	// configured (an unusable CA, for one): the cluster then has no
+	// endpoints, so that its requests fail (503) and nothing is ever sent
+	// in plaintext. The other fields are unset.
+	Blocked string
+	// SNI is the server name the proxy sends.
+	SNI string
+	// CACertificates are the trusted CA certificates, PEM; when empty,
+	// SystemCAFile is the proxy's file of the system's CAs instead.
+	CACertificates []byte
+	SystemCAFile   string
+	// SubjectAltNames: the endpoint's certificate must have one of them.
+	// Never empty (the hostname checked is one).
+	SubjectAltNames []SubjectAltName
+	// ClientCertificate names the entry of Gateway.Secrets the proxy
+	// presents to the endpoints; empty for none.
+	ClientCertificate string
+}
+
+// SubjectAltName is a subject alternative name a certificate must have.
+type SubjectAltName struct {
+	Type  SANType
+	Value string
+}
+
+// SANType is the type of a SubjectAltName.
+type SANType string
+
+const (
+	SANDNS SANType = "DNS"
+	SANURI SANType = "URI"
+)
 
 // Endpoint is an address and the target port taken from the EndpointSlice.
 type Endpoint struct {

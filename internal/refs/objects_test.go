@@ -38,3 +38,41 @@ func TestNoReferences(t *testing.T) {
 		}
 	}
 }
+
+func TestCACertificates(t *testing.T) {
+	p := &gwv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "p"}}
+	p.Spec.Validation.CACertificateRefs = []gwv1.LocalObjectReference{
+		{Kind: "ConfigMap", Name: "ca"},
+		{Group: GroupCertificates, Kind: KindClusterTrustBundle, Name: "bundle"},
+		{Kind: "Secret", Name: "s"},
+	}
+	want := []Object{{"", KindConfigMap, "apps", "ca"}, {GroupCertificates, KindClusterTrustBundle, "", "bundle"}, {"", KindSecret, "apps", "s"}}
+	if got := slices.Collect(CACertificates(p)); !slices.Equal(got, want) {
+		t.Errorf("CACertificates(BackendTLSPolicy) = %+v, want %+v", got, want)
+	}
+	g := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"}}
+	if n := len(slices.Collect(CACertificates(g))); n != 0 {
+		t.Errorf("a Gateway without spec.tls: %d references", n)
+	}
+	g.Spec.TLS = &gwv1.GatewayTLSConfig{Frontend: &gwv1.FrontendTLSConfig{
+		Default: gwv1.TLSConfig{Validation: &gwv1.FrontendTLSValidation{CACertificateRefs: []gwv1.ObjectReference{
+			{Kind: "ConfigMap", Name: "a"},
+			{Kind: "ConfigMap", Name: "b", Namespace: ptr.To(gwv1.Namespace("certs"))},
+		}}},
+		PerPort: []gwv1.TLSPortConfig{
+			{Port: 8443},
+			{Port: 9443, TLS: gwv1.TLSConfig{Validation: &gwv1.FrontendTLSValidation{CACertificateRefs: []gwv1.ObjectReference{
+				{Group: GroupCertificates, Kind: KindClusterTrustBundle, Name: "ctb", Namespace: ptr.To(gwv1.Namespace("x"))},
+			}}}},
+		},
+	}}
+	want = []Object{{"", KindConfigMap, "infra", "a"}, {"", KindConfigMap, "certs", "b"}, {GroupCertificates, KindClusterTrustBundle, "", "ctb"}}
+	if got := slices.Collect(CACertificates(g)); !slices.Equal(got, want) {
+		t.Errorf("CACertificates(Gateway) = %+v, want %+v", got, want)
+	}
+	for _, obj := range []any{nil, (*gwv1.Gateway)(nil), (*gwv1.BackendTLSPolicy)(nil), &corev1.Service{}} {
+		if n := len(slices.Collect(CACertificates(obj))); n != 0 {
+			t.Errorf("CACertificates(%T) = %d", obj, n)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 // Package refs resolves the references that Gateway API objects hold: a
 // route's parentRefs, a ListenerSet's parentRef, backendRefs (rules and
-// RequestMirror filters), listener certificateRefs and policy targetRefs.
+// RequestMirror filters), listener certificateRefs, CA certificate
+// references (CACertificates: a BackendTLSPolicy's, a Gateway's
+// spec.tls.frontend) and policy targetRefs.
 // It applies the defaults the specification gives to what is left unset,
 // and it is the only place that knows them: the translator
 // (internal/gatewayapi) resolves through it, the kube provider's event
@@ -49,6 +51,10 @@ const (
 	KindListenerSet = "ListenerSet"  // the other parent kind
 	KindService     = "Service"      // default kind of backendRefs
 	KindSecret      = "Secret"       // default kind of certificateRefs
+	KindConfigMap   = "ConfigMap"    // a CA certificate reference's usual kind
+
+	GroupCertificates      = "certificates.k8s.io"
+	KindClusterTrustBundle = "ClusterTrustBundle" // cluster-scoped CA bundles
 )
 
 // Object is a resolved reference to a namespaced object.
@@ -61,6 +67,15 @@ func (o Object) IsService() bool { return o.Group == GroupCore && o.Kind == Kind
 
 // IsSecret reports whether o is a core Secret.
 func (o Object) IsSecret() bool { return o.Group == GroupCore && o.Kind == KindSecret }
+
+// IsConfigMap reports whether o is a core ConfigMap.
+func (o Object) IsConfigMap() bool { return o.Group == GroupCore && o.Kind == KindConfigMap }
+
+// IsClusterTrustBundle reports whether o is a ClusterTrustBundle (then
+// cluster-scoped: its Namespace is "").
+func (o Object) IsClusterTrustBundle() bool {
+	return o.Group == GroupCertificates && o.Kind == KindClusterTrustBundle
+}
 
 // IsGateway reports whether o is a Gateway.
 func (o Object) IsGateway() bool { return o.Group == GroupGateway && o.Kind == KindGateway }

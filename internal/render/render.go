@@ -133,6 +133,8 @@ func typedStatus(s *gatewayapi.Status) any {
 		return s.ListenerSet
 	case s.Route != nil:
 		return s.Route
+	case s.Policy != nil:
+		return s.Policy
 	}
 	return struct{}{}
 }

@@ -2,6 +2,7 @@ package resource
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,6 +62,23 @@ var (
 		Kind: KindDeployment, GVK: appsv1.SchemeGroupVersion.WithKind("Deployment"),
 		NewList: func() runtime.Object { return &appsv1.DeploymentList{} },
 	}, func(s *Snapshot) *Map[Key, *appsv1.Deployment] { return &s.Deployments })
+	// ConfigMaps hold CA certificates (key ca.crt) that CA certificate
+	// references name.
+	configMapKind = namespaced(Descriptor{
+		Kind: KindConfigMap, GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap"), LoadVersions: []string{"v1"},
+		ByReference: true,
+		NewList:     func() runtime.Object { return &corev1.ConfigMapList{} },
+	}, func(s *Snapshot) *Map[Key, *corev1.ConfigMap] { return &s.ConfigMaps })
+	clusterTrustBundleKind = clusterScoped(Descriptor{
+		Kind: KindClusterTrustBundle, GVK: certificatesv1.SchemeGroupVersion.WithKind("ClusterTrustBundle"),
+		LoadVersions: []string{"v1"},
+		NewList:      func() runtime.Object { return &certificatesv1.ClusterTrustBundleList{} },
+	}, func(s *Snapshot) *Map[string, *certificatesv1.ClusterTrustBundle] { return &s.ClusterTrustBundles })
+	backendTLSPolicyKind = namespaced(Descriptor{
+		Kind: KindBackendTLSPolicy, GVK: gwv1.SchemeGroupVersion.WithKind("BackendTLSPolicy"),
+		LoadVersions: []string{"v1"}, HasStatus: true,
+		NewList: func() runtime.Object { return &gwv1.BackendTLSPolicyList{} },
+	}, func(s *Snapshot) *Map[Key, *gwv1.BackendTLSPolicy] { return &s.BackendTLSPolicies })
 )
 
 // namespaced completes the descriptor of a namespaced kind whose objects

@@ -31,25 +31,31 @@ const (
 	KindTLSRoute
 	KindTCPRoute
 	KindUDPRoute
+	KindConfigMap
+	KindClusterTrustBundle
+	KindBackendTLSPolicy
 )
 
 // descriptors is the registry: every kind's Descriptor, by Kind.
 var descriptors = [...]*Descriptor{
-	KindGatewayClass:   gatewayClassKind,
-	KindGateway:        gatewayKind,
-	KindListenerSet:    listenerSetKind,
-	KindHTTPRoute:      httpRouteKind,
-	KindGRPCRoute:      grpcRouteKind,
-	KindReferenceGrant: referenceGrantKind,
-	KindService:        serviceKind,
-	KindEndpointSlice:  endpointSliceKind,
-	KindSecret:         secretKind,
-	KindNamespace:      namespaceKind,
-	KindProxyConfig:    proxyConfigKind,
-	KindDeployment:     deploymentKind,
-	KindTLSRoute:       tlsRouteKind,
-	KindTCPRoute:       tcpRouteKind,
-	KindUDPRoute:       udpRouteKind,
+	KindGatewayClass:       gatewayClassKind,
+	KindGateway:            gatewayKind,
+	KindListenerSet:        listenerSetKind,
+	KindHTTPRoute:          httpRouteKind,
+	KindGRPCRoute:          grpcRouteKind,
+	KindReferenceGrant:     referenceGrantKind,
+	KindService:            serviceKind,
+	KindEndpointSlice:      endpointSliceKind,
+	KindSecret:             secretKind,
+	KindNamespace:          namespaceKind,
+	KindProxyConfig:        proxyConfigKind,
+	KindDeployment:         deploymentKind,
+	KindTLSRoute:           tlsRouteKind,
+	KindTCPRoute:           tcpRouteKind,
+	KindUDPRoute:           udpRouteKind,
+	KindConfigMap:          configMapKind,
+	KindClusterTrustBundle: clusterTrustBundleKind,
+	KindBackendTLSPolicy:   backendTLSPolicyKind,
 }
 
 // Object is an API object of a kind of a Snapshot (every pointer to a
@@ -81,6 +87,10 @@ type Descriptor struct {
 	ClusterScoped bool
 	// HasStatus: Portico is this kind's controller and writes its status.
 	HasStatus bool
+	// ByReference: the kube provider watches only the objects of this
+	// kind that the snapshot's objects reference (CA ConfigMaps), one
+	// watch per object, instead of every object of the kind.
+	ByReference bool
 	// New returns an empty object of the kind; NewList an empty list.
 	New     func() Object
 	NewList func() runtime.Object

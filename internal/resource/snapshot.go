@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,6 +48,15 @@ type Snapshot struct {
 	// provisioned Services (in Services) they are inputs of Gateway status.
 	// Empty in standalone mode, where no proxies are provisioned.
 	Deployments Map[Key, *appsv1.Deployment]
+	// ConfigMaps are those CA certificate references name (a
+	// BackendTLSPolicy's, a Gateway's spec.tls.frontend): the kube
+	// provider watches no others.
+	ConfigMaps Map[Key, *corev1.ConfigMap]
+	// ClusterTrustBundles are CA certificate bundles (certificates.k8s.io),
+	// cluster-scoped.
+	ClusterTrustBundles Map[string, *certificatesv1.ClusterTrustBundle]
+	// BackendTLSPolicies say how the proxies connect to Services with TLS.
+	BackendTLSPolicies Map[Key, *gwv1.BackendTLSPolicy]
 
 	// Changes, when set by the provider that built the snapshot, lists the
 	// objects that differ from the snapshot with ID Changes.Since. It lets

@@ -248,3 +248,60 @@ func defaultListenerSetStatus(s *gwv1.ListenerSetStatus) {
 		defaultKinds(s.Listeners[i].SupportedKinds)
 	}
 }
+
+// maxAncestors is the most entries status.ancestors of a policy may hold
+// (the CRD's limit, shared by every controller).
+const maxAncestors = 16
+
+// mergePolicy is mergeRoute for a policy's status.ancestors: this
+// controller's entries are replaced by the desired ones (identified by
+// ancestorRef as refs.EntryOf does), the live order kept, new ones
+// appended, and every other controller's entry left exactly as it is. New
+// entries that would take the list past the CRD's limit are left out (the
+// spec: a full list takes no more). A nil desired removes all of ours.
+func mergePolicy(live gwv1.PolicyStatus, desired *gwv1.PolicyStatus, controller gwv1.GatewayController, now metav1.Time) gwv1.PolicyStatus {
+	var want []gwv1.PolicyAncestorStatus
+	var keys []refs.Entry
+	if desired != nil {
+		for _, d := range desired.Ancestors {
+			d = *d.DeepCopy()
+			d.ControllerName = controller
+			d.AncestorRef = refs.StoredParentRef(d.AncestorRef)
+			want = append(want, d)
+			keys = append(keys, refs.EntryOf(d.AncestorRef))
+		}
+	}
+	used := make([]bool, len(want))
+	find := func(ref gwv1.ParentReference) int {
+		k := refs.EntryOf(ref)
+		for i := range want {
+			if !used[i] && keys[i] == k {
+				return i
+			}
+		}
+		return -1
+	}
+	out := gwv1.PolicyStatus{Ancestors: []gwv1.PolicyAncestorStatus{}}
+	for _, a := range live.Ancestors {
+		if a.ControllerName != controller {
+			out.Ancestors = append(out.Ancestors, *a.DeepCopy())
+			continue
+		}
+		i := find(a.AncestorRef)
+		if i < 0 {
+			continue // an ancestor the policy no longer has
+		}
+		used[i] = true
+		d := want[i]
+		d.Conditions = mergeConditions(a.Conditions, d.Conditions, now)
+		out.Ancestors = append(out.Ancestors, d)
+	}
+	for i, d := range want {
+		if used[i] || len(out.Ancestors) >= maxAncestors {
+			continue
+		}
+		d.Conditions = mergeConditions(nil, d.Conditions, now)
+		out.Ancestors = append(out.Ancestors, d)
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -321,5 +322,53 @@ func TestApplyDesiredPrunedRoutability(t *testing.T) {
 	desired.Gateway.Addresses[0].Value = "10.96.0.2"
 	if !applyDesired(gw, desired, ours, t1) || gw.Status.Addresses[0].Value != "10.96.0.2" || gw.Status.Addresses[0].Routability == nil {
 		t.Errorf("a changed address: %+v", gw.Status.Addresses)
+	}
+}
+
+func ancestor(ctrl gwv1.GatewayController, gw string, conds ...metav1.Condition) gwv1.PolicyAncestorStatus {
+	return gwv1.PolicyAncestorStatus{AncestorRef: gwv1.ParentReference{Name: gwv1.ObjectName(gw)}, ControllerName: ctrl, Conditions: conds}
+}
+
+// A BackendTLSPolicy's ancestors: other controllers' entries are kept as
+// they are (times included), ours replaced in place, stale ones of ours
+// removed, new ones appended up to the CRD's 16; applying the result
+// again changes nothing; a nil desired removes ours.
+func TestMergePolicyKeepsForeignAncestors(t *testing.T) {
+	foreign := ancestor("example.com/other", "unmanaged", cond("Accepted", "True", t0))
+	live := gwv1.PolicyStatus{Ancestors: []gwv1.PolicyAncestorStatus{
+		ancestor(ours, "gone", cond("Accepted", "True", t0)),
+		foreign,
+		ancestor(ours, "gw", cond("Accepted", "True", t0)),
+	}}
+	desired := &gwv1.PolicyStatus{Ancestors: []gwv1.PolicyAncestorStatus{
+		ancestor("", "gw", cond("Accepted", "False", metav1.Time{})),
+		ancestor("", "new", cond("Accepted", "True", metav1.Time{})),
+	}}
+	got := mergePolicy(live, desired, ours, t1)
+	if len(got.Ancestors) != 3 || !equality.Semantic.DeepEqual(got.Ancestors[0], foreign) {
+		t.Fatalf("ancestors %+v", got.Ancestors)
+	}
+	gw, nw := got.Ancestors[1], got.Ancestors[2]
+	if gw.AncestorRef.Name != "gw" || gw.Conditions[0].Status != "False" || !gw.Conditions[0].LastTransitionTime.Equal(&t1) || gw.ControllerName != ours ||
+		gw.AncestorRef.Kind == nil || *gw.AncestorRef.Kind != "Gateway" {
+		t.Errorf("our entry %+v", gw)
+	}
+	if nw.AncestorRef.Name != "new" || !nw.Conditions[0].LastTransitionTime.Equal(&t1) {
+		t.Errorf("new entry %+v", nw)
+	}
+	obj := &gwv1.BackendTLSPolicy{Status: got}
+	if applyDesired(obj, &gatewayapi.Status{Kind: resource.KindBackendTLSPolicy, Policy: desired}, ours, t1) {
+		t.Error("applying the merged status again changed it")
+	}
+	if removed := mergePolicy(got, nil, ours, t1); len(removed.Ancestors) != 1 || removed.Ancestors[0].ControllerName != "example.com/other" {
+		t.Errorf("removal left %+v", removed.Ancestors)
+	}
+	// A full list takes no more of ours.
+	var full gwv1.PolicyStatus
+	for i := range 16 {
+		full.Ancestors = append(full.Ancestors, ancestor("example.com/other", fmt.Sprint("gw", i), cond("Accepted", "True", t0)))
+	}
+	if n := len(mergePolicy(full, desired, ours, t1).Ancestors); n != 16 {
+		t.Errorf("%d ancestors, want 16", n)
 	}
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/portico-dev/portico/internal/resource"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -135,9 +136,22 @@ type entry struct {
 // removal reports whether e asks for our parents to be removed from a route.
 func (e *entry) removal() bool { return isRemoval(&e.status) }
 
-func isRemoval(s *gatewayapi.Status) bool { return isRoute(s.Kind) && s.Route == nil }
+func isRemoval(s *gatewayapi.Status) bool {
+	return (isRoute(s.Kind) && s.Route == nil) || (s.Kind == resource.KindBackendTLSPolicy && s.Policy == nil)
+}
 
 func isRoute(kind resource.Kind) bool { return kind.IsRoute() }
+
+// isShared reports whether objects of kind have a status shared with other
+// controllers, entry by entry: routes (status.parents) and
+// BackendTLSPolicies (status.ancestors). Ours are removed from them
+// (removal entries) rather than forgotten.
+func isShared(kind resource.Kind) bool {
+	return kind.IsRoute() || kind == resource.KindBackendTLSPolicy
+}
+
+// sharedKinds are the kinds isShared holds, as the sweep lists them.
+var sharedKinds = append(slices.Clone(resource.RouteKinds), resource.KindBackendTLSPolicy)
 
 // New returns a Writer; Run starts its workers.
 func New(cfg Config) *Writer { return newWriter(cfg, clock.RealClock{}) }
@@ -232,8 +246,8 @@ func (w *Writer) remove(k string) {
 	e := w.desired[k]
 	switch {
 	case e == nil || e.removal():
-	case isRoute(e.status.Kind):
-		e.status.Route = nil
+	case isShared(e.status.Kind):
+		e.status.Route, e.status.Policy = nil, nil
 		e.version++
 		w.enqueue(k, e)
 	default:
@@ -262,7 +276,7 @@ func (w *Writer) enqueue(k string, e *entry) {
 // content: the translator carried the status over unchanged.
 func sameContent(a, b *gatewayapi.Status) bool {
 	return a.Generation == b.Generation && a.GatewayClass == b.GatewayClass && a.Gateway == b.Gateway &&
-		a.ListenerSet == b.ListenerSet && a.Route == b.Route
+		a.ListenerSet == b.ListenerSet && a.Route == b.Route && a.Policy == b.Policy
 }
 
 // sameDesired compares two desired statuses (which carry no condition
@@ -289,7 +303,7 @@ func (w *Writer) Observe(kind resource.Kind, key types.NamespacedName) {
 	}
 	// A route without a desired status may hold entries of ours: a
 	// removal entry checks it (without a write when it holds none).
-	if isRoute(kind) && w.publishedOnce {
+	if isShared(kind) && w.publishedOnce {
 		w.addRemoval(&gatewayapi.Status{Kind: kind, Namespace: key.Namespace, Name: key.Name})
 	}
 }
@@ -316,7 +330,7 @@ func (w *Writer) sweep(ctx context.Context) {
 	defer cancel()
 	controller := gwv1.GatewayController(w.cfg.ControllerName)
 	var stale []gatewayapi.Status
-	for _, kind := range resource.RouteKinds {
+	for _, kind := range sharedKinds {
 		list, err := newList(kind)
 		if err != nil {
 			continue
@@ -357,7 +371,7 @@ func (w *Writer) SetLeading(ctx context.Context) {
 		keys = make([]string, 0, len(w.desired))
 		var routes []string
 		for k, e := range w.desired {
-			if isRoute(e.status.Kind) {
+			if isShared(e.status.Kind) {
 				routes = append(routes, k)
 			} else {
 				keys = append(keys, k)
@@ -509,8 +523,17 @@ func (w *Writer) settleRemoval(key string, e *entry, s *gatewayapi.Status, versi
 	w.drop(key, e, version)
 }
 
-// hasOurParents reports whether a route's status has entries of controller.
+// hasOurParents reports whether a route's (or a policy's) status has
+// entries of controller.
 func hasOurParents(obj client.Object, controller gwv1.GatewayController) bool {
+	if p, ok := obj.(*gwv1.BackendTLSPolicy); ok {
+		for i := range p.Status.Ancestors {
+			if p.Status.Ancestors[i].ControllerName == controller {
+				return true
+			}
+		}
+		return false
+	}
 	var parents []gwv1.RouteParentStatus
 	if rs := routeStatusOf(obj); rs != nil {
 		parents = rs.Parents
@@ -544,7 +567,7 @@ func (w *Writer) write(ctx context.Context, e *entry, s *gatewayapi.Status, from
 	}
 	now := metav1.NewTime(w.cfg.Clock().Truncate(time.Second))
 	var orig client.Object
-	if !isRoute(s.Kind) {
+	if !isShared(s.Kind) {
 		orig = obj.DeepCopyObject().(client.Object)
 	}
 	if !applyDesired(obj, s, gwv1.GatewayController(w.cfg.ControllerName), now) {
@@ -617,6 +640,8 @@ func applyDesired(obj client.Object, s *gatewayapi.Status, controller gwv1.Gatew
 		}
 		next := mergeListenerSet(o.Status, s.ListenerSet, now)
 		return replace(&o.Status, next)
+	case *gwv1.BackendTLSPolicy:
+		return replace(&o.Status, mergePolicy(o.Status, s.Policy, controller, now))
 	}
 	if rs := routeStatusOf(obj); rs != nil {
 		return replace(rs, mergeRoute(*rs, s.Route, controller, now))

@@ -393,8 +393,11 @@ func TestInstallRBAC(t *testing.T) {
 		plural := strings.ToLower(k.String()) + "s"
 		routes, routeStatus = append(routes, plural), append(routeStatus, plural+"/status")
 	}
-	grant(want, "gateway.networking.k8s.io", append([]string{"gatewayclasses", "gateways", "listenersets", "referencegrants"}, routes...), read)
-	grant(want, "gateway.networking.k8s.io", routeStatus, []string{"update"})
+	grant(want, "gateway.networking.k8s.io", append([]string{"gatewayclasses", "gateways", "listenersets", "referencegrants", "backendtlspolicies"}, routes...), read)
+	// Statuses shared with other controllers (routes' parents, policies'
+	// ancestors): update with the resourceVersion read.
+	grant(want, "gateway.networking.k8s.io", append(routeStatus, "backendtlspolicies/status"), []string{"update"})
+	grant(want, "certificates.k8s.io", []string{"clustertrustbundles"}, read)
 	grant(want, "gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "listenersets/status"}, []string{"patch"})
 	grant(want, "", []string{"namespaces"}, read)
 	grant(want, "discovery.k8s.io", []string{"endpointslices"}, read)

@@ -26,6 +26,11 @@
 //     of the others.
 //   - ReferenceGrants(ns) records the namespace: any grant of it may
 //     decide a reference check (recorded as ReferenceGrant {ns, ""}).
+//   - BackendTLSPolicies(svc) records the Service's namespace, as
+//     ReferenceGrants does (BackendTLSPolicy {ns, ""}): a policy of that
+//     namespace may come to target the Service, or stop to, or lose a
+//     conflict to another one, so any change of one of them may decide
+//     which policy applies.
 //   - EndpointSlices(svc) records {EndpointSlice, svc}: the engine follows
 //     endpoint changes by Service (its fast endpoint path), so the record
 //     is for completeness, never needed to select an owner.
@@ -40,7 +45,10 @@
 package inputs
 
 import (
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -61,8 +69,16 @@ type Reader struct {
 	snap  *resource.Snapshot
 	rec   Recorder
 	owner resource.Ref // the zero Ref: none, nothing is recorded
-	// grants is shared by the Readers of a translation (For).
-	grants *grantIndex
+	// grants is shared by the Readers of a translation (For), and so is
+	// policies.
+	grants   *grantIndex
+	policies *policyIndex
+}
+
+// policyIndex holds the BackendTLSPolicies by the Service they target;
+// built on first use.
+type policyIndex struct {
+	byService map[resource.Key][]*gwv1.BackendTLSPolicy
 }
 
 // grantIndex holds the ReferenceGrants by namespace, sorted by name; built
@@ -74,7 +90,7 @@ type grantIndex struct {
 // New returns a Reader of snap (which must not be nil) with no owner,
 // recording into rec (nil: not recorded).
 func New(snap *resource.Snapshot, rec Recorder) *Reader {
-	return &Reader{snap: snap, rec: rec, grants: &grantIndex{}}
+	return &Reader{snap: snap, rec: rec, grants: &grantIndex{}, policies: &policyIndex{}}
 }
 
 // For returns a Reader of the same snapshot whose reads are owner's,
@@ -177,6 +193,61 @@ func (r *Reader) ReferenceGrants(ns string) []*gwv1beta1.ReferenceGrant {
 		}
 	}
 	return gi.byNamespace[ns]
+}
+
+// ConfigMap returns the ConfigMap k, or nil.
+func (r *Reader) ConfigMap(k resource.Key) *corev1.ConfigMap {
+	r.record(resource.KindConfigMap, k)
+	return r.snap.ConfigMaps.Value(k)
+}
+
+// ClusterTrustBundle returns the ClusterTrustBundle name, or nil.
+func (r *Reader) ClusterTrustBundle(name string) *certificatesv1.ClusterTrustBundle {
+	r.record(resource.KindClusterTrustBundle, resource.Key{Name: name})
+	return r.snap.ClusterTrustBundles.Value(name)
+}
+
+// BackendTLSPolicies returns the BackendTLSPolicies with a targetRef naming
+// the Service svc (core group, kind Service, svc's name; policies target
+// objects of their own namespace), whatever their sectionName, sorted by
+// name; each policy is listed once. The slice must not be modified.
+func (r *Reader) BackendTLSPolicies(svc resource.Key) []*gwv1.BackendTLSPolicy {
+	r.record(resource.KindBackendTLSPolicy, resource.Key{Namespace: svc.Namespace})
+	pi := r.policies
+	if pi.byService == nil {
+		pi.byService = map[resource.Key][]*gwv1.BackendTLSPolicy{}
+		for _, k := range resource.SortedKeys(r.snap.BackendTLSPolicies) {
+			p := r.snap.BackendTLSPolicies.Value(k)
+			if p == nil {
+				continue
+			}
+			var seen []string
+			for _, t := range p.Spec.TargetRefs {
+				if t.Group != "" || t.Kind != "Service" || slices.Contains(seen, string(t.Name)) {
+					continue
+				}
+				seen = append(seen, string(t.Name))
+				sk := resource.Key{Namespace: p.Namespace, Name: string(t.Name)}
+				pi.byService[sk] = append(pi.byService[sk], p)
+			}
+		}
+	}
+	return pi.byService[svc]
+}
+
+// BackendTLSPolicy returns the BackendTLSPolicy k, or nil.
+func (r *Reader) BackendTLSPolicy(k resource.Key) *gwv1.BackendTLSPolicy {
+	r.record(resource.KindBackendTLSPolicy, resource.Key{Namespace: k.Namespace})
+	return r.snap.BackendTLSPolicies.Value(k)
+}
+
+// BackendTLSPolicyCount is the number of BackendTLSPolicies (not
+// recorded, as listing is not).
+func (r *Reader) BackendTLSPolicyCount() int { return r.snap.BackendTLSPolicies.Len() }
+
+// BackendTLSPolicyKeys lists the BackendTLSPolicies, sorted.
+func (r *Reader) BackendTLSPolicyKeys() []resource.Key {
+	return resource.SortedKeys(r.snap.BackendTLSPolicies)
 }
 
 // EndpointSlices returns the EndpointSlices of the Service svc, sorted by

@@ -70,3 +70,56 @@ func TestForBindsAnOwner(t *testing.T) {
 		t.Errorf("owners changed: root %v, byGateway %v", root.owner, byGateway.owner)
 	}
 }
+
+// BackendTLSPolicies are found by the Service they target (core Services
+// only, each policy once however many of its targetRefs name the Service)
+// and recorded by namespace; the CA sources are recorded by key.
+func TestBackendTLSPoliciesByService(t *testing.T) {
+	policy := func(name string, targets string) string {
+		return `apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {namespace: b, name: ` + name + `}
+spec:
+  targetRefs: ` + targets + `
+  validation: {hostname: x.example, wellKnownCACertificates: System}
+`
+	}
+	docs := policy("two", `[{group: "", kind: Service, name: svc, sectionName: https}, {group: "", kind: Service, name: svc, sectionName: alt}]`) +
+		"---\n" + policy("one", `[{group: "", kind: Service, name: svc}, {group: "", kind: Service, name: other}]`) +
+		"---\n" + policy("foreign", `[{group: example.com, kind: Service, name: svc}]`)
+	snap := resource.New()
+	if _, err := load.AddYAML(snap, "policies.yaml", []byte(docs)); err != nil {
+		t.Fatal(err)
+	}
+	snap.Build()
+	var rec records
+	route := resource.Ref{Kind: resource.KindHTTPRoute, Key: resource.Key{Namespace: "a", Name: "r"}}
+	r := New(snap, &rec).For(route)
+	got := r.BackendTLSPolicies(resource.Key{Namespace: "b", Name: "svc"})
+	if len(got) != 2 || got[0].Name != "one" || got[1].Name != "two" {
+		t.Fatalf("BackendTLSPolicies(b/svc) = %v, want one and two", got)
+	}
+	if o := r.BackendTLSPolicies(resource.Key{Namespace: "b", Name: "other"}); len(o) != 1 || o[0].Name != "one" {
+		t.Errorf("BackendTLSPolicies(b/other) = %v", o)
+	}
+	if o := r.BackendTLSPolicies(resource.Key{Namespace: "a", Name: "svc"}); len(o) != 0 {
+		t.Errorf("BackendTLSPolicies(a/svc) = %v, want none (policies target their own namespace)", o)
+	}
+	r.ConfigMap(resource.Key{Namespace: "b", Name: "ca"})
+	r.ClusterTrustBundle("bundle")
+	want := records{
+		"HTTPRoute r read BackendTLSPolicy b/",
+		"HTTPRoute r read BackendTLSPolicy b/",
+		"HTTPRoute r read BackendTLSPolicy a/",
+		"HTTPRoute r read ConfigMap b/ca",
+		"HTTPRoute r read ClusterTrustBundle /bundle",
+	}
+	if len(rec) != len(want) {
+		t.Fatalf("records = %q, want %q", rec, want)
+	}
+	for i := range want {
+		if rec[i] != want[i] {
+			t.Errorf("record %d = %q, want %q", i, rec[i], want[i])
+		}
+	}
+}

@@ -5,7 +5,11 @@
 // Secrets only those of type kubernetes.io/tls (SecretFieldSelector), of
 // Deployments, ConfigMaps, ServiceAccounts, PodDisruptionBudgets and
 // HorizontalPodAutoscalers only those Portico provisioned (its managed-by
-// label), without managedFields. RBAC cannot express these selections
+// label), without managedFields; of ConfigMaps also those a CA certificate
+// reference names (a BackendTLSPolicy's, a Gateway's spec.tls.frontend),
+// each by a watch of its own (refwatch.go). ClusterTrustBundles and
+// BackendTLSPolicies are read as empty when the API server does not serve
+// them. RBAC cannot express these selections
 // (the ServiceAccount may list every Secret); they keep the rest of the
 // cluster's Secrets out of the process's memory, snapshots and debug
 // views.
@@ -52,10 +56,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -105,6 +111,9 @@ type Provider struct {
 
 	mu   sync.Mutex
 	refs refs // what base references; guarded by mu
+	// byRef watches the referenced objects of the ByReference kinds (CA
+	// ConfigMaps, refwatch.go); nil in tests without an API server.
+	byRef *refWatcher
 	// changes lists the objects changed since base (see
 	// resource.Snapshot.Changes); refresh the objects whose other
 	// updates (status only, Namespace labels kept) are not listed there
@@ -139,7 +148,13 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube provider: %w", err)
 	}
-	return &Provider{cfg: cfg, cache: c, syncedC: make(chan struct{}), refs: newRefs()}, nil
+	cs, err := kubernetes.NewForConfig(cfg.RESTConfig)
+	if err != nil {
+		return nil, fmt.Errorf("kube provider: %w", err)
+	}
+	p := &Provider{cfg: cfg, cache: c, syncedC: make(chan struct{}), refs: newRefs()}
+	p.byRef = newRefWatcher(cs, p.referencedEvent)
+	return p, nil
 }
 
 // SecretFieldSelector selects the Secrets the cache watches: those of type
@@ -207,7 +222,7 @@ func (p *Provider) kinds() []watched {
 	var out []watched
 	for d := range resource.Kinds() {
 		w := inputs[d.Kind]
-		w.obj, w.kind, w.input, w.hasStatus = d.New(), d.GVK.Kind, d.Kind, d.HasStatus
+		w.obj, w.kind, w.input, w.hasStatus, w.byRef = d.New(), d.GVK.Kind, d.Kind, d.HasStatus, d.ByReference
 		out = append(out, w)
 	}
 	return append(out,
@@ -224,7 +239,19 @@ func (p *Provider) kinds() []watched {
 func (p *Provider) Run(ctx context.Context) error {
 	stores := map[resource.Kind]store{}
 	for _, w := range p.kinds() {
+		if w.byRef {
+			stores[w.input] = p.byRef // its informers are refwatch.go's
+			continue
+		}
 		inf, err := p.cache.GetInformer(ctx, w.obj)
+		if apimeta.IsNoMatchError(err) && w.input != 0 && optionalKinds[w.input] {
+			// The API server does not serve the kind (an older cluster
+			// without ClusterTrustBundles, a Gateway API install
+			// without BackendTLSPolicies): there are none.
+			p.cfg.Log.Warn("kind not served by the API server; none are read", "kind", w.kind, "err", err)
+			stores[w.input] = emptyStore{}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("kube provider: informer for %s: %w", w.kind, err)
 		}
@@ -248,6 +275,14 @@ func (p *Provider) Run(ctx context.Context) error {
 			return nil
 		}
 		return fmt.Errorf("kube provider: caches did not sync")
+	}
+	// The CA ConfigMaps the objects reference, watched and listed before
+	// the first snapshot (refwatch.go).
+	p.byRef.start(ctx)
+	p.byRef.set(p.initialConfigMaps())
+	if !p.byRef.waitSynced(ctx) {
+		<-errc
+		return nil
 	}
 	p.markSynced()
 	p.cfg.Log.Info("caches synced")
@@ -307,6 +342,53 @@ type watched struct {
 	// infra kinds may be provisioned by Portico: a change of one of those
 	// by someone else (or a deletion) is reported to InfraObserve.
 	infra bool
+	// byRef: a ByReference kind, watched per referenced object
+	// (refwatch.go), not by the cache.
+	byRef bool
+}
+
+// optionalKinds are the input kinds the API server may not serve; they
+// are then empty instead of an error.
+var optionalKinds = map[resource.Kind]bool{
+	resource.KindClusterTrustBundle: true,
+	resource.KindBackendTLSPolicy:   true,
+}
+
+// emptyStore is the store of a kind the API server does not serve.
+type emptyStore struct{}
+
+func (emptyStore) GetByKey(string) (any, bool, error) { return nil, false, nil }
+func (emptyStore) List() []any                        { return nil }
+
+// referencedEvent is the event of a watch of a referenced object
+// (refwatch.go): obj changed, or its watch stopped (obj nil). Either is a
+// change of the input, and matters.
+func (p *Provider) referencedEvent(k types.NamespacedName, obj client.Object) {
+	p.mu.Lock()
+	if p.changes == nil {
+		p.changes = resource.NewChanges(0)
+	}
+	p.changes.Add(resource.KindConfigMap, k)
+	p.mu.Unlock()
+	if p.synced.Load() {
+		p.cfg.Notify()
+	}
+}
+
+// initialConfigMaps are the ConfigMaps the cache's objects reference, read
+// from the stores before the first snapshot.
+func (p *Provider) initialConfigMaps() map[types.NamespacedName]bool {
+	r := newRefs()
+	for _, k := range refOwnerKinds() {
+		st := p.stores[k]
+		if st == nil {
+			continue
+		}
+		for _, item := range st.List() {
+			r.add(contribOf(k, item), 1)
+		}
+	}
+	return r.configMapKeys()
 }
 
 func never(*refs, client.Object) bool { return false }

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	// Aliased: this package has a type refs (the counts).
 	gwrefs "github.com/portico-dev/portico/internal/refs"
@@ -16,12 +17,23 @@ import (
 // other Services, EndpointSlices and Secrets do not wake the pipeline
 // (they still reach the next snapshot).
 type refs struct {
-	services map[types.NamespacedName]int
-	secrets  map[types.NamespacedName]int
+	services   map[types.NamespacedName]int
+	secrets    map[types.NamespacedName]int
+	configMaps map[types.NamespacedName]int
 }
 
 func newRefs() refs {
-	return refs{services: map[types.NamespacedName]int{}, secrets: map[types.NamespacedName]int{}}
+	return refs{services: map[types.NamespacedName]int{}, secrets: map[types.NamespacedName]int{}, configMaps: map[types.NamespacedName]int{}}
+}
+
+// configMapKeys is the set of referenced ConfigMaps (those the provider
+// watches, refwatch.go).
+func (r *refs) configMapKeys() map[types.NamespacedName]bool {
+	out := make(map[types.NamespacedName]bool, len(r.configMaps))
+	for k := range r.configMaps {
+		out[k] = true
+	}
+	return out
 }
 
 func (r *refs) service(k types.NamespacedName) bool { return r.services[k] > 0 }
@@ -40,21 +52,24 @@ func (r *refs) add(c contrib, d int) {
 	}
 	count(r.services, c.services)
 	count(r.secrets, c.secrets)
+	count(r.configMaps, c.configMaps)
 }
 
 // contrib is what one route, Gateway or ListenerSet references, each key
 // once.
 type contrib struct {
-	services, secrets []types.NamespacedName
+	services, secrets, configMaps []types.NamespacedName
 }
 
-func (c contrib) empty() bool { return len(c.services) == 0 && len(c.secrets) == 0 }
+func (c contrib) empty() bool {
+	return len(c.services) == 0 && len(c.secrets) == 0 && len(c.configMaps) == 0
+}
 
-// refOwner reports whether objects of kind k reference Services or
-// Secrets.
+// refOwner reports whether objects of kind k reference Services,
+// Secrets or ConfigMaps.
 func refOwner(k resource.Kind) bool {
 	switch k {
-	case resource.KindGateway, resource.KindListenerSet:
+	case resource.KindGateway, resource.KindListenerSet, resource.KindBackendTLSPolicy:
 		return true
 	}
 	return k.IsRoute()
@@ -85,6 +100,21 @@ func contribOf(k resource.Kind, obj any) contrib {
 			add(&c.secrets, o)
 		}
 	}
+	// CA certificates (a BackendTLSPolicy's, a Gateway's client
+	// validation), and a Gateway's client certificate for backends.
+	for o := range gwrefs.CACertificates(obj) {
+		switch {
+		case o.IsConfigMap():
+			add(&c.configMaps, o)
+		case o.IsSecret():
+			add(&c.secrets, o)
+		}
+	}
+	if gw, ok := obj.(*gwv1.Gateway); ok && gw != nil && gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil && gw.Spec.TLS.Backend.ClientCertificateRef != nil {
+		if o := gwrefs.CertificateOf(gw.Namespace, *gw.Spec.TLS.Backend.ClientCertificateRef); o.IsSecret() {
+			add(&c.secrets, o)
+		}
+	}
 	return c
 }
 
@@ -101,8 +131,9 @@ func collectRefs(s *resource.Snapshot) refs {
 	return r
 }
 
-// refOwnerKinds are the kinds whose objects reference Services or
-// Secrets: the routes, then Gateways and ListenerSets.
+// refOwnerKinds are the kinds whose objects reference Services, Secrets
+// or ConfigMaps: the routes, then Gateways, ListenerSets and
+// BackendTLSPolicies.
 func refOwnerKinds() []resource.Kind {
-	return append(slices.Clone(resource.RouteKinds), resource.KindGateway, resource.KindListenerSet)
+	return append(slices.Clone(resource.RouteKinds), resource.KindGateway, resource.KindListenerSet, resource.KindBackendTLSPolicy)
 }

@@ -92,7 +92,13 @@ func (p *Provider) commit(snap *resource.Snapshot, owners map[resource.Ref]contr
 		}
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer func() {
+		cms := p.refs.configMapKeys()
+		p.mu.Unlock()
+		if p.byRef != nil {
+			p.byRef.set(cms) // outside mu: its events take it
+		}
+	}()
 	if full {
 		p.owners, p.refs = owners, newRefs()
 		for _, c := range owners {
@@ -193,7 +199,8 @@ func (p *Provider) incremental(changes *resource.Changes, refresh map[resource.R
 // full lists every input object from the stores.
 func (p *Provider) full() (*resource.Snapshot, error) {
 	e := resource.New().Edit()
-	for k := resource.KindGatewayClass; k <= resource.KindDeployment; k++ {
+	for d := range resource.Kinds() {
+		k := d.Kind
 		st := p.stores[k]
 		if st == nil {
 			return nil, fmt.Errorf("kube provider: no store for %s", k)

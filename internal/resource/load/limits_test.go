@@ -200,7 +200,7 @@ func TestLoadRefusesTooManyObjects(t *testing.T) {
 	var b strings.Builder
 	// Objects of kinds the loader skips count too (and cost it less time).
 	for i := range DefaultMaxObjects + 1 {
-		fmt.Fprintf(&b, "---\n{apiVersion: v1, kind: ConfigMap, metadata: {name: c%d}}\n", i)
+		fmt.Fprintf(&b, "---\n{apiVersion: v1, kind: ServiceAccount, metadata: {name: c%d}}\n", i)
 	}
 	f := write(t, dir, "many.yaml", b.String())
 	r := loadWithin(t, func() (*resource.Snapshot, []Warning, error) { return Paths(dir) })
@@ -211,7 +211,7 @@ func TestLoadRefusesTooManyObjects(t *testing.T) {
 	b.Reset()
 	b.WriteString("apiVersion: v1\nkind: List\nitems:\n")
 	for i := range 100 {
-		fmt.Fprintf(&b, "- {apiVersion: v1, kind: ConfigMap, metadata: {name: cm-%d}}\n", i)
+		fmt.Fprintf(&b, "- {apiVersion: v1, kind: ServiceAccount, metadata: {name: cm-%d}}\n", i)
 	}
 	write(t, dir, "many.yaml", b.String())
 	opts := Options{Limits: Limits{MaxObjects: 99}}

@@ -147,7 +147,7 @@ items:
   kind: Namespace
   metadata: {name: team-a, labels: {team: a}}
 - apiVersion: v1
-  kind: ConfigMap
+  kind: ServiceAccount
   metadata: {name: c}
 `)
 	s, warnings, err := Paths(f)
@@ -158,7 +158,7 @@ items:
 		t.Errorf("namespace from List not loaded: %v", resource.SortedNames(s.Namespaces))
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0].Message, "item 1") {
-		t.Errorf("warnings = %v, want one for item 1 (ConfigMap)", warnings)
+		t.Errorf("warnings = %v, want one for item 1 (ServiceAccount)", warnings)
 	}
 }
 
@@ -172,7 +172,7 @@ func FuzzAddYAML(f *testing.F) {
 	// Lists: nested up to and past the limit, with odd items.
 	f.Add([]byte(nestedList(DefaultMaxListDepth)))
 	f.Add([]byte(nestedList(DefaultMaxListDepth + 1)))
-	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: List\n  items:\n  - {apiVersion: v1, kind: Namespace, metadata: {name: n}}\n  - {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n"))
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: List\n  items:\n  - {apiVersion: v1, kind: Namespace, metadata: {name: n}}\n  - {apiVersion: v1, kind: ServiceAccount, metadata: {name: c}}\n"))
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems: null\n"))
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems: {a: 1}\n"))
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems: [1, \"x\", [], null]\n"))

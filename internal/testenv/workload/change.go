@@ -25,7 +25,8 @@ import (
 // a cross-namespace backend with its ReferenceGrant, a second
 // GatewayClass with a ProxyConfig, a Gateway with a ProxyConfig of its own,
 // a listener certificate in another namespace with its ReferenceGrant, and
-// the provisioned Deployments and Services of some Gateways.
+// the provisioned Deployments and Services of some Gateways, and
+// BackendTLSPolicies with their CA sources (trust.go).
 func Rich(routes int) *resource.Snapshot {
 	s := Snapshot(routes)
 	for i := 0; i < Namespaces; i++ {
@@ -90,6 +91,7 @@ func Rich(routes int) *resource.Snapshot {
 		s.ReferenceGrants.Set(certsGrant, secretGrant())
 	}
 	addL4(s)
+	addTrust(s)
 	// The provisioned proxies of some Gateways (read when Portico
 	// provisions them, Options.Infrastructure).
 	for g := 0; g < provisioned; g++ {
@@ -231,6 +233,9 @@ func Copy(s *resource.Snapshot) *resource.Snapshot {
 	c.Namespaces = s.Namespaces.Clone()
 	c.ProxyConfigs = s.ProxyConfigs.Clone()
 	c.Deployments = s.Deployments.Clone()
+	c.ConfigMaps = s.ConfigMaps.Clone()
+	c.ClusterTrustBundles = s.ClusterTrustBundles.Clone()
+	c.BackendTLSPolicies = s.BackendTLSPolicies.Clone()
 	return c
 }
 
@@ -313,8 +318,9 @@ func edit(s *resource.Snapshot, kind resource.Kind, k resource.Key, obj any) *re
 // deletion, creation), Gateways, GatewayClasses, ListenerSets, Services,
 // EndpointSlices, Secrets (the Gateways' own and one in another
 // namespace), Namespaces, ReferenceGrants (of backends and of
-// certificates), ProxyConfigs (of a class and of a Gateway) and the
-// Deployments and Services of provisioned proxies.
+// certificates), ProxyConfigs (of a class and of a Gateway), the
+// Deployments and Services of provisioned proxies, and the backend TLS
+// objects (BackendTLSPolicies, CA ConfigMaps, ClusterTrustBundles).
 func Change(s *resource.Snapshot, rng *rand.Rand) (*resource.Snapshot, string) {
 	c := Copy(s)
 	desc := changeOne(c, rng)
@@ -355,6 +361,7 @@ var changeKinds = []struct {
 	{2, changeProxyConfig},
 	{3, changeProvisionedProxy},
 	{3, changeL4},
+	{3, changeTrust},
 }
 
 // changeWeights is the sum of the weights of changeKinds.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -176,6 +178,9 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 		changed, removed := translate.Diff(g.res, r, t)
 		diffs[t] = typeDiff{changed: changed, removed: removed}
 	}
+	if g.res != nil {
+		diffs[resourcev3.EndpointType] = rewarm(diffs[resourcev3.ClusterType], diffs[resourcev3.EndpointType], r)
+	}
 	plan, err := g.refs.plan(diffs, r)
 	if err != nil {
 		c.dropIfIdle(gw, g)
@@ -306,4 +311,48 @@ func (c *gatewayCache) Fetch(_ context.Context, req *cachev3.Request) (cachev3.R
 		out.Resources = append(out.Resources, a)
 	}
 	return &cachev3.PassthroughResponse{Request: req, DiscoveryResponse: out}, nil
+}
+
+// rewarm adds to the endpoint changes the load assignments of the EDS
+// clusters that changed (a new TLS context, protocol or timeout) while
+// their endpoints did not: Envoy warms a changed cluster again and waits
+// for its load assignment, which a state-of-the-world stream sends only
+// when its version changes (the LinearCache gives the assignment set
+// again a new version). Without it the new cluster would wait for the
+// initial fetch timeout, the old one serving meanwhile.
+func rewarm(clusters, endpoints typeDiff, r *translate.Resources) typeDiff {
+	if len(clusters.changed) == 0 {
+		return endpoints
+	}
+	have := make(map[string]bool, len(endpoints.changed))
+	for _, e := range endpoints.changed {
+		have[cachev3.GetResourceName(e)] = true
+	}
+	var want map[string]bool
+	for _, res := range clusters.changed {
+		cl, ok := res.(*clusterv3.Cluster)
+		if !ok || cl.GetEdsClusterConfig() == nil {
+			continue
+		}
+		name := cl.GetEdsClusterConfig().GetServiceName()
+		if name == "" {
+			name = cl.GetName()
+		}
+		if !have[name] {
+			if want == nil {
+				want = map[string]bool{}
+			}
+			want[name] = true
+		}
+	}
+	if want == nil {
+		return endpoints
+	}
+	out := typeDiff{changed: slices.Clone(endpoints.changed), removed: endpoints.removed}
+	for _, e := range r.Endpoints {
+		if want[cachev3.GetResourceName(e)] {
+			out.changed = append(out.changed, e)
+		}
+	}
+	return out
 }

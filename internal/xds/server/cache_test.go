@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -226,5 +227,28 @@ func TestSotWFirstResponseNackedNoLoop(t *testing.T) {
 	// Make before break: c9 comes first, next to the clusters it replaces.
 	if r := c.recv(); !slices.Contains(sotwNames(t, r), a2.name("c9")) {
 		t.Fatalf("got clusters %v, want a2's c9 (the rejected ones were resent?)", sotwNames(t, r))
+	}
+}
+
+// A changed EDS cluster whose endpoints did not change gets its load
+// assignment sent again (Envoy warms the cluster again and waits for it);
+// unchanged clusters and assignments that changed anyway are left as
+// they are.
+func TestRewarmChangedClusters(t *testing.T) {
+	cla := func(name string) types.Resource { return &endpointv3.ClusterLoadAssignment{ClusterName: name} }
+	eds := func(name string) types.Resource {
+		return &clusterv3.Cluster{Name: name, EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{ServiceName: name}}
+	}
+	r := &translate.Resources{Endpoints: []types.Resource{cla("a"), cla("b"), cla("c")}}
+	got := rewarm(typeDiff{changed: []types.Resource{eds("a"), eds("b")}}, typeDiff{changed: []types.Resource{cla("b")}, removed: []string{"z"}}, r)
+	var names []string
+	for _, e := range got.changed {
+		names = append(names, cachev3.GetResourceName(e))
+	}
+	if !slices.Equal(names, []string{"b", "a"}) || !slices.Equal(got.removed, []string{"z"}) {
+		t.Errorf("endpoint changes %v, removed %v; want [b a], [z]", names, got.removed)
+	}
+	if same := rewarm(typeDiff{}, typeDiff{changed: []types.Resource{cla("b")}}, r); len(same.changed) != 1 {
+		t.Errorf("no cluster changed, yet %d assignments", len(same.changed))
 	}
 }

@@ -111,6 +111,12 @@ func TestSotWADS(t *testing.T) {
 	if cl := decodeCluster(t, r); cl.GetConnectTimeout().AsDuration() != 3*time.Second {
 		t.Errorf("cluster connect timeout = %v, want 3s", cl.GetConnectTimeout().AsDuration())
 	}
+	// Their load assignments follow, the same but of a new version: Envoy
+	// warms a changed cluster again and waits for them (cache.go rewarm).
+	// Left unacknowledged, so that no assignment watch is open below.
+	if re := c.recv(); re.GetTypeUrl() != resourcev3.EndpointType || !slices.Equal(sotwNames(t, re), a2.clusterNames()) {
+		t.Fatalf("got %s %v, want the load assignments of a2's clusters", re.GetTypeUrl(), sotwNames(t, re))
+	}
 
 	// NACK the clusters of a2 (version_info = the last accepted).
 	c.send(&discoveryv3.DiscoveryRequest{
@@ -121,8 +127,8 @@ func TestSotWADS(t *testing.T) {
 	})
 	nackLabels := map[string]string{"gateway": a1.gateway, "type_url": resourcev3.ClusterType}
 	eventually(t, "NACK counted", func() bool { return e.metric(t, "portico_xds_nacks_total", nackLabels) == 1 })
-	// The server does not resend the rejected clusters: it waits on all
-	// five types, and still holds a2 (the proxy keeps its last good config).
+	// The server does not resend the rejected clusters: it waits on the
+	// other types, and still holds a2 (the proxy keeps its last good config).
 	eventually(t, "the NACK received", func() bool { return e.requests(t, metrics.KindSotW) == 11 })
 	if r, ok := e.srv.Served(a1.gateway); !ok || r.Version != "a2" {
 		t.Fatalf("served after NACK: %v, %v", r, ok)

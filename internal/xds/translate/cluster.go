@@ -72,20 +72,20 @@ func (t *translator) clustersAndEndpoints() (clusters, endpoints []*entry, err e
 		t.clusters[c.Name] = true
 
 		old := t.memo.clusters.get(c.Name)
-		if old != nil && old.protocol == c.Protocol && slices.Equal(old.endpoints, c.Endpoints) {
+		if old != nil && old.sameCluster(c) && slices.Equal(old.endpoints, endpointsOf(c)) {
 			// Unchanged: its translation as it is (entries are immutable).
 			t.next.clusters.base[c.Name] = old
 			clusters = append(clusters, old.cluster)
 			endpoints = append(endpoints, old.cla)
 			continue
 		}
-		ce := &clusterEntry{protocol: c.Protocol, endpoints: c.Endpoints}
-		if old != nil && old.protocol == c.Protocol {
+		ce := &clusterEntry{protocol: c.Protocol, tls: c.TLS, endpoints: endpointsOf(c)}
+		if old != nil && old.sameCluster(c) {
 			ce.cluster = old.cluster
 		} else if ce.cluster, err = t.clusterEntry(c); err != nil {
 			return nil, nil, err
 		}
-		if old != nil && old.sameEndpoints(c.Protocol, c.Endpoints) {
+		if old != nil && old.sameEndpoints(c.Protocol, endpointsOf(c)) {
 			ce.cla = old.cla
 		} else if ce.cla, err = t.claEntry(c); err != nil {
 			return nil, nil, err
@@ -118,8 +118,8 @@ func (t *translator) clustersInPlace(prev *gatewayMemo) (clusters, endpoints []*
 			continue
 		}
 		ce := *prev.clusters.get(c.Name)
-		sameEndpoints := ce.sameEndpoints(c.Protocol, c.Endpoints)
-		if c.Protocol != ce.protocol {
+		sameEndpoints := ce.sameEndpoints(c.Protocol, endpointsOf(c))
+		if !ce.sameCluster(c) {
 			e, err := t.clusterEntry(c)
 			if err != nil {
 				return nil, nil, false, err
@@ -127,7 +127,7 @@ func (t *translator) clustersInPlace(prev *gatewayMemo) (clusters, endpoints []*
 			if sameSlice(cl, prev.irClusters) {
 				cl = slices.Clone(cl)
 			}
-			cl[i], ce.cluster, ce.protocol = e, e, c.Protocol
+			cl[i], ce.cluster, ce.protocol, ce.tls = e, e, c.Protocol, c.TLS
 		}
 		if !sameEndpoints {
 			e, err := t.claEntry(c)
@@ -139,7 +139,7 @@ func (t *translator) clustersInPlace(prev *gatewayMemo) (clusters, endpoints []*
 			}
 			ep[i], ce.cla = e, e
 		}
-		ce.endpoints = c.Endpoints
+		ce.endpoints = endpointsOf(c)
 		changed[c.Name] = &ce
 	}
 	t.clusters = prev.clusterNames
@@ -199,25 +199,25 @@ func (t *translator) clustersMerged(prev *gatewayMemo) (clusters, endpoints []*e
 				continue
 			}
 			ce := *prev.clusters.get(c.Name)
-			sameEndpoints := ce.sameEndpoints(c.Protocol, c.Endpoints)
+			sameEndpoints := ce.sameEndpoints(c.Protocol, endpointsOf(c))
 			i++
-			if c.Protocol != ce.protocol {
+			if !ce.sameCluster(c) {
 				if ce.cluster, err = t.clusterEntry(c); err != nil {
 					return nil, nil, false, err
 				}
-				ce.protocol = c.Protocol
+				ce.protocol, ce.tls = c.Protocol, c.TLS
 			}
 			if !sameEndpoints {
 				if ce.cla, err = t.claEntry(c); err != nil {
 					return nil, nil, false, err
 				}
-				ce.endpoints = c.Endpoints
+				ce.endpoints = endpointsOf(c)
 			}
 			changed[c.Name] = &ce
 			clusters, endpoints = append(clusters, ce.cluster), append(endpoints, ce.cla)
 			continue
 		}
-		ce := &clusterEntry{protocol: c.Protocol, endpoints: c.Endpoints}
+		ce := &clusterEntry{protocol: c.Protocol, tls: c.TLS, endpoints: endpointsOf(c)}
 		if ce.cluster, err = t.clusterEntry(c); err != nil {
 			return nil, nil, false, err
 		}
@@ -279,6 +279,13 @@ func (t *translator) clusterEntry(c *ir.Cluster) (*entry, error) {
 	default:
 		return nil, fmt.Errorf("cluster %q: unknown protocol %q", c.Name, c.Protocol)
 	}
+	if c.TLS != nil && c.TLS.Blocked == "" {
+		ts, err := t.upstreamTLS(c)
+		if err != nil {
+			return nil, err
+		}
+		cl.TransportSocket = ts
+	}
 	return t.resourceEntry(c.Name, cl)
 }
 
@@ -333,7 +340,8 @@ type lbEndpointParts struct {
 // left out.
 func (t *translator) loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: c.Name}
-	n := len(c.Endpoints)
+	eps := endpointsOf(c)
+	n := len(eps)
 	if n == 0 {
 		return cla
 	}
@@ -344,7 +352,7 @@ func (t *translator) loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssign
 	all := t.endpointParts[:n]
 	clear(all)
 	ptrs := t.endpointPtrs[:0]
-	for _, e := range c.Endpoints {
+	for _, e := range eps {
 		addr, err := netip.ParseAddr(e.Address)
 		if err != nil || addr.Zone() != "" || e.Port == 0 || e.Port > 65535 {
 			continue

@@ -247,6 +247,7 @@ func (m clusterMemo) with(changed map[string]*clusterEntry) clusterMemo {
 // clusterEntry is a translated cluster and its load assignment.
 type clusterEntry struct {
 	protocol  ir.UpstreamProtocol
+	tls       *ir.UpstreamTLS
 	endpoints []ir.Endpoint
 	cluster   *entry
 	cla       *entry
@@ -257,6 +258,12 @@ type clusterEntry struct {
 // same socket protocol (endpointProtocol).
 func (ce *clusterEntry) sameEndpoints(p ir.UpstreamProtocol, eps []ir.Endpoint) bool {
 	return endpointProtocol(ce.protocol) == endpointProtocol(p) && slices.Equal(ce.endpoints, eps)
+}
+
+// sameCluster reports whether the cluster of ce is that of c: the same
+// protocol and TLS (the endpoints are its load assignment's).
+func (ce *clusterEntry) sameCluster(c *ir.Cluster) bool {
+	return ce.protocol == c.Protocol && equalUpstreamTLS(ce.tls, c.TLS)
 }
 
 // secretEntry is a translated secret.
