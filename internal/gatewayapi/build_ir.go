@@ -144,6 +144,7 @@ func (b *irBuilder) httpsListener(port int32, ls []*listener) *ir.Listener {
 				b.secrets[c] = sec
 			}
 		}
+		fc.ClientValidation = l.clientValidation
 		fc.RouteConfig = b.routeConfig(fc.Name, uint32(port), []*listener{l})
 		out.FilterChains = append(out.FilterChains, fc)
 	}

@@ -112,8 +112,9 @@ func (t *translator) processGateways() {
 			g.invalid = paramsProblem
 		case settingsProblem != nil:
 			g.invalid = settingsProblem
-		case gw.Spec.TLS != nil:
-			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), "spec.tls (frontend client validation, backend client certificate) is not supported"}
+		case gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil:
+			// spec.tls.frontend is served (frontend_tls.go).
+			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), "spec.tls.backend (a client certificate for backends) is not supported"}
 		}
 		from := objRef{gwv1.GroupName, resource.KindGateway.String(), gw.Namespace}
 		seen := map[string]bool{}
@@ -251,6 +252,10 @@ func (t *translator) gatewayStatuses() {
 		default:
 			c.set(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "the Gateway is valid")
 			c.set(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "the Gateway's configuration was generated")
+		}
+		if insecureFrontend(gw) {
+			c.set(string(gwv1.GatewayConditionInsecureFrontendValidationMode), true, string(gwv1.GatewayReasonConfigurationChanged),
+				"a tls.frontend validation of the Gateway is AllowInsecureFallback: clients without a valid certificate are let in")
 		}
 		var addresses []gwv1.GatewayStatusAddress
 		if t.opts.Infrastructure && g.invalid == nil && g.accepted {
