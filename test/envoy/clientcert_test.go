@@ -12,6 +12,8 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +153,72 @@ func TestClientCertificateValidation(t *testing.T) {
 	if n := s.stat("listener.0.0.0.0_10443.ssl.fail_verify_no_cert"); n == 0 {
 		t.Errorf("fail_verify_no_cert = %d after a client without a certificate on AllowValidOnly", n)
 	}
+}
+
+// TestGatewayFrontendValidation: the quickstart Gateway with
+// spec.tls.frontend through Portico standalone and Envoy. By default
+// (AllowValidOnly, the CA in an Opaque Secret's ca.crt) the HTTPS listener
+// refuses a client without a certificate and one of another CA, and serves
+// one of the CA; switched to AllowInsecureFallback it serves all three. The
+// plain HTTP listener never asks for a certificate.
+func TestGatewayFrontendValidation(t *testing.T) {
+	ca, other := newTestCA(t, "trusted CA"), newTestCA(t, "other CA")
+	gateway := func(mode string) string {
+		return `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: quickstart
+  namespace: default
+spec:
+  gatewayClassName: portico
+  tls:
+    frontend:
+      default:
+        validation:
+          mode: ` + mode + `
+          caCertificateRefs:
+          - {group: "", kind: Secret, name: client-ca}
+  listeners:
+  - name: http
+    port: 8080
+    protocol: HTTP
+  - name: https
+    port: 8443
+    protocol: HTTPS
+    tls:
+      certificateRefs:
+      - kind: Secret
+        name: quickstart-tls
+`
+	}
+	caSecret := "apiVersion: v1\nkind: Secret\nmetadata: {name: client-ca, namespace: default}\ntype: Opaque\nstringData:\n  ca.crt: |\n"
+	for _, l := range strings.Split(strings.TrimSpace(ca.pem), "\n") {
+		caSecret += "    " + l + "\n"
+	}
+	s := startStack(t, map[string]string{"gateway.yaml": gateway("AllowValidOnly"), "client-ca.yaml": caSecret}, quickstartBackends...)
+	pool := x509.NewCertPool()
+	pool.AddCert(quickstartCert(t))
+	good, bad := ca.client(t, "good"), other.client(t, "bad")
+	client := func(cert *tls.Certificate) *http.Client {
+		conf := &tls.Config{ServerName: "localhost", RootCAs: pool}
+		if cert != nil {
+			conf.Certificates = []tls.Certificate{*cert}
+		}
+		c := s.client(conf)
+		c.Transport.(*http.Transport).DisableKeepAlives = true
+		return c
+	}
+	const url = "https://127.0.0.1:8443/api/x"
+	s.routed(client(&good), url, "localhost", "api")
+	for who, c := range map[string]*http.Client{"no certificate": client(nil), "another CA's certificate": client(&bad)} {
+		if r, err := s.get(c, url, "localhost"); err == nil {
+			t.Errorf("AllowValidOnly, %s: %d, want a handshake failure", who, r.code)
+		}
+	}
+	s.routed(s.client(nil), "http://127.0.0.1:8080/api/x", "localhost", "api")
+
+	s.write("gateway.yaml", gateway("AllowInsecureFallback"))
+	s.routed(client(nil), url, "localhost", "api")
+	s.routed(client(&bad), url, "localhost", "api")
+	s.routed(client(&good), url, "localhost", "api")
 }
