@@ -156,6 +156,7 @@ func (b *irBuilder) httpsListener(port int32, ls []*listener) *ir.Listener {
 				b.secrets[c] = sec
 			}
 		}
+		fc.ClientValidation = l.clientValidation
 		fc.RouteConfig = b.chainRouteConfig(fc.Name, uint32(port), l, https)
 		b.chainAuth(fc, uint32(port), []*listener{l})
 		out.FilterChains = append(out.FilterChains, fc)

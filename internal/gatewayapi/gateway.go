@@ -116,8 +116,6 @@ func (t *translator) processGateways() {
 			g.invalid = paramsProblem
 		case settingsProblem != nil:
 			g.invalid = settingsProblem
-		case gw.Spec.TLS != nil && gw.Spec.TLS.Frontend != nil:
-			g.invalid = &problem{string(gwv1.GatewayReasonInvalid), "spec.tls.frontend (client certificate validation) is not supported"}
 		}
 		if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil && gw.Spec.TLS.Backend.ClientCertificateRef != nil {
 			g.clientCert, g.clientCertProblem = gt.clientCertificate(gw)
@@ -261,6 +259,10 @@ func (t *translator) gatewayStatuses() {
 		default:
 			c.set(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "the Gateway is valid")
 			c.set(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "the Gateway's configuration was generated")
+		}
+		if insecureFrontend(gw) {
+			c.set(string(gwv1.GatewayConditionInsecureFrontendValidationMode), true, string(gwv1.GatewayReasonConfigurationChanged),
+				"a tls.frontend validation of the Gateway is AllowInsecureFallback: clients without a valid certificate are let in")
 		}
 		var addresses []gwv1.GatewayStatusAddress
 		if t.opts.Infrastructure && g.invalid == nil && g.accepted {

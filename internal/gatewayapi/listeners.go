@@ -59,6 +59,9 @@ type listener struct {
 	badFilters bool
 	// secrets are the ir.Secrets of certs, when valid.
 	secrets []*ir.Secret
+	// clientValidation is the Gateway's client-certificate check for the
+	// listener's port (frontend_tls.go), nil for none.
+	clientValidation *ir.ClientValidation
 
 	attachments []*attachment
 	routes      int32       // distinct accepted routes attached
@@ -269,7 +272,9 @@ func (t *translator) listenerTLS(l *listener, from objRef) {
 		l.unresolved = &problem{reason, strings.Join(msgs, "; ")}
 		l.noCerts = true
 		l.certs, l.secrets = nil, nil
+		return
 	}
+	t.listenerClientValidation(l)
 }
 
 // resolveCertificate checks one certificateRef and registers the Secret.

@@ -82,6 +82,10 @@ type FilterChain struct {
 	// order, before it is routed (the listeners' filters of type
 	// ExternalAuth); none for most chains.
 	ExtAuth []*ExtAuth
+	// ClientValidation, on a terminating chain, asks TLS clients for a
+	// certificate and checks it against CA certificates (the Gateway's
+	// spec.tls.frontend for the listener's port); nil asks for none.
+	ClientValidation *ClientValidation
 }
 
 // ExtAuth asks an authorization server whether a request may proceed (a
@@ -110,6 +114,26 @@ type ExtAuth struct {
 	// no body.
 	MaxRequestBytes uint32
 }
+
+// ClientValidation is the client-certificate check of a terminating chain.
+type ClientValidation struct {
+	// CACertificates is the PEM bundle of trusted CA certificates (never
+	// empty: a port whose CA references all fail serves no chain).
+	CACertificates string
+	// Mode is AllowValidOnly (the default, "") or AllowInsecureFallback.
+	Mode ClientValidationMode
+}
+
+// ClientValidationMode says what a chain does with a client that presents
+// no certificate or an untrusted one.
+type ClientValidationMode string
+
+const (
+	// ClientValidationAllowValidOnly fails the handshake of such a client.
+	ClientValidationAllowValidOnly ClientValidationMode = "AllowValidOnly"
+	// ClientValidationAllowInsecureFallback lets it through.
+	ClientValidationAllowInsecureFallback ClientValidationMode = "AllowInsecureFallback"
+)
 
 // TCPForward forwards each connection of a filter chain to one of weighted
 // clusters (the route of a TLS or TCP listener).

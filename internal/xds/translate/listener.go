@@ -276,14 +276,14 @@ func (t *translator) tlsFilterChain(statPrefix string, fc *ir.FilterChain, sni [
 			return out, nil
 		}
 		// Terminate: the decrypted bytes are not HTTP; no ALPN.
-		out.TransportSocket, err = t.downstreamTLS(fc.CertificateSecrets, nil)
+		out.TransportSocket, err = t.downstreamTLS(fc.CertificateSecrets, nil, fc.ClientValidation)
 		return out, err
 	}
 	if len(fc.CertificateSecrets) == 0 {
 		return nil, fmt.Errorf("no certificate")
 	}
 	var err error
-	if out.TransportSocket, err = t.downstreamTLS(fc.CertificateSecrets, alpnProtocols); err != nil {
+	if out.TransportSocket, err = t.downstreamTLS(fc.CertificateSecrets, alpnProtocols, fc.ClientValidation); err != nil {
 		return nil, err
 	}
 	hcm, err := t.hcmFilter(statPrefix, fc, router, rb)
@@ -295,8 +295,9 @@ func (t *translator) tlsFilterChain(statPrefix string, fc *ir.FilterChain, sni [
 }
 
 // downstreamTLS is the TLS transport socket of a terminating chain, with
-// the certificates by SDS and alpn offered.
-func (t *translator) downstreamTLS(certs []string, alpn []string) (*corev3.TransportSocket, error) {
+// the certificates by SDS and alpn offered, and the client-certificate
+// check of cv (nil: none).
+func (t *translator) downstreamTLS(certs []string, alpn []string, cv *ir.ClientValidation) (*corev3.TransportSocket, error) {
 	var sds []*tlsv3.SdsSecretConfig
 	for _, s := range certs {
 		if !t.secrets[s] {
@@ -305,7 +306,7 @@ func (t *translator) downstreamTLS(certs []string, alpn []string) (*corev3.Trans
 		}
 		sds = append(sds, &tlsv3.SdsSecretConfig{Name: s, SdsConfig: adsConfigSource()})
 	}
-	tlsCtx, err := toAny("downstream TLS context", &tlsv3.DownstreamTlsContext{
+	dtc := &tlsv3.DownstreamTlsContext{
 		CommonTlsContext: &tlsv3.CommonTlsContext{
 			TlsParams: &tlsv3.TlsParameters{
 				TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2,
@@ -313,7 +314,11 @@ func (t *translator) downstreamTLS(certs []string, alpn []string) (*corev3.Trans
 			TlsCertificateSdsSecretConfigs: sds,
 			AlpnProtocols:                  alpn,
 		},
-	})
+	}
+	if err := clientValidation(dtc, cv); err != nil {
+		return nil, err
+	}
+	tlsCtx, err := toAny("downstream TLS context", dtc)
 	if err != nil {
 		return nil, err
 	}
@@ -321,6 +326,36 @@ func (t *translator) downstreamTLS(certs []string, alpn []string) (*corev3.Trans
 		Name:       wellknown.TransportSocketTLS,
 		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsCtx},
 	}, nil
+}
+
+// clientValidation sets the client-certificate check of cv on dtc. The CA
+// bundle is inline in the listener rather than an SDS secret: it is small,
+// public, and changes rarely, and inline it cannot leave a listener warming
+// on a missing secret. AllowValidOnly requires a certificate chaining to the
+// bundle; AllowInsecureFallback asks for one but accepts the connection
+// without a certificate or with an untrusted one (ACCEPT_UNTRUSTED), so the
+// backend may decide on the forwarded identity.
+func clientValidation(dtc *tlsv3.DownstreamTlsContext, cv *ir.ClientValidation) error {
+	if cv == nil {
+		return nil
+	}
+	if strings.TrimSpace(cv.CACertificates) == "" {
+		return fmt.Errorf("client validation without CA certificates")
+	}
+	vc := &tlsv3.CertificateValidationContext{
+		TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: cv.CACertificates}},
+	}
+	switch cv.Mode {
+	case "", ir.ClientValidationAllowValidOnly:
+		dtc.RequireClientCertificate = wrapperspb.Bool(true)
+	case ir.ClientValidationAllowInsecureFallback:
+		dtc.RequireClientCertificate = wrapperspb.Bool(false)
+		vc.TrustChainVerification = tlsv3.CertificateValidationContext_ACCEPT_UNTRUSTED
+	default:
+		return fmt.Errorf("unknown client validation mode %q", cv.Mode)
+	}
+	dtc.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
+	return nil
 }
 
 // hcmFilter is the HTTP connection manager of a chain, fetching its routes

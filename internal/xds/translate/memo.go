@@ -305,11 +305,21 @@ func sameListener(a, b *ir.Listener) bool {
 		if fa == nil || fb == nil || fa.Name != fb.Name || !equalStrings(fa.ServerNames, fb.ServerNames) ||
 			!equalStrings(fa.CertificateSecrets, fb.CertificateSecrets) || (fa.RouteConfig == nil) != (fb.RouteConfig == nil) ||
 			(fa.RouteConfig != nil && fa.RouteConfig.Name != fb.RouteConfig.Name) || !sameL4Route(fa.TCP, fb.TCP) ||
-			!sameExtAuth(fa.ExtAuth, fb.ExtAuth) {
+			!sameExtAuth(fa.ExtAuth, fb.ExtAuth) ||
+			!sameClientValidation(fa.ClientValidation, fb.ClientValidation) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameClientValidation reports whether two client-certificate checks of
+// a chain are equal (the CA bundle is inline in the listener).
+func sameClientValidation(a, b *ir.ClientValidation) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // sameL4Route reports whether two TCP routes (or UDP routes, which have

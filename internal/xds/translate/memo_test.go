@@ -52,6 +52,19 @@ func cowVirtualHost(g *ir.Gateway, l, fc, vh int) (*ir.Gateway, *ir.VirtualHost)
 	return c, &v
 }
 
+// withClientValidation returns a copy of g in which chain https-443/a
+// (listener 1, chain 1) has the client validation cv.
+func withClientValidation(g *ir.Gateway, cv *ir.ClientValidation) *ir.Gateway {
+	c := cowGateway(g)
+	l := *c.Listeners[1]
+	l.FilterChains = append([]*ir.FilterChain(nil), l.FilterChains...)
+	fc := *l.FilterChains[1]
+	fc.ClientValidation = cv
+	l.FilterChains[1] = &fc
+	c.Listeners[1] = &l
+	return c
+}
+
 func TestTranslatorReusesAndMatchesFresh(t *testing.T) {
 	x := NewTranslator()
 	gw := fullGateway()
@@ -119,6 +132,15 @@ func TestTranslatorReusesAndMatchesFresh(t *testing.T) {
 			c.Secrets[1] = &s
 			return c
 		}, []string{"L/default/gw/https-443", "S/" + secretA}, false},
+		{"client validation", func(g *ir.Gateway) *ir.Gateway {
+			return withClientValidation(g, &ir.ClientValidation{CACertificates: "ca", Mode: ir.ClientValidationAllowValidOnly})
+		}, []string{"L/default/gw/http-80", "R/default/gw/https-443/a", "S/" + secretA}, false},
+		{"client validation mode", func(g *ir.Gateway) *ir.Gateway {
+			return withClientValidation(g, &ir.ClientValidation{CACertificates: "ca", Mode: ir.ClientValidationAllowInsecureFallback})
+		}, []string{"L/default/gw/http-80", "R/default/gw/https-443/a"}, false},
+		{"client validation equal", func(g *ir.Gateway) *ir.Gateway {
+			return withClientValidation(g, &ir.ClientValidation{CACertificates: "ca", Mode: ir.ClientValidationAllowInsecureFallback})
+		}, nil, true},
 		{"listener port", func(g *ir.Gateway) *ir.Gateway {
 			c := cowGateway(g)
 			l := *c.Listeners[0]
