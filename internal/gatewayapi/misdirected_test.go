@@ -62,7 +62,7 @@ func TestMisdirectedVirtualHosts(t *testing.T) {
 	// 421 on the others).
 	res = translate(gw, r1, service("infra", "web", 80), tlsSecret("infra", "cert"))
 	fc := irListener(t, irGateway(t, res, "infra", "gw"), "https-443").FilterChains[0]
-	if got, want := strings.Join(vhostTable(fc), " "), "*=421!* *.wildcard.org=421!*.wildcard.org example.org=421!*,r1/0 " +
+	if got, want := strings.Join(vhostTable(fc), " "), "*=421!* *.wildcard.org=421!*.wildcard.org example.org=421!*,r1/0 "+
 		"fourth-example.wildcard.org=421!fourth-example.wildcard.org second-example.org=421!second-example.org"; got != want {
 		t.Errorf("without routes\n got %q\nwant %q", got, want)
 	}
