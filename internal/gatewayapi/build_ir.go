@@ -122,7 +122,7 @@ func (t *translator) gatewayIR(g *gatewayState) *ir.Gateway {
 // with a virtual host per hostname.
 func (b *irBuilder) httpListener(port int32, ls []*listener) *ir.Listener {
 	name := fmt.Sprintf("http-%d", port)
-	fc := &ir.FilterChain{Name: name, RouteConfig: b.routeConfig(name, uint32(port), ls)}
+	fc := &ir.FilterChain{Name: name, RouteConfig: b.routeConfig(name, uint32(port), ls, false)}
 	b.chainAuth(fc, uint32(port), ls)
 	return &ir.Listener{Name: name, Port: uint32(port), Protocol: ir.ProtocolHTTP, FilterChains: []*ir.FilterChain{fc}}
 }
@@ -139,6 +139,11 @@ func (b *irBuilder) httpsListener(port int32, ls []*listener) *ir.Listener {
 		if l.protocol == gwv1.HTTPSProtocolType {
 			https = append(https, l)
 		}
+	}
+	// Several HTTPS listeners share one guarded table (misdirected.go).
+	var shared *ir.RouteConfig
+	if len(https) > 1 {
+		shared = b.routeConfig(name, uint32(port), https, true)
 	}
 	for _, l := range ls {
 		if l.protocol == gwv1.TLSProtocolType {
@@ -157,7 +162,11 @@ func (b *irBuilder) httpsListener(port int32, ls []*listener) *ir.Listener {
 			}
 		}
 		fc.ClientValidation = l.clientValidation
-		fc.RouteConfig = b.chainRouteConfig(fc.Name, uint32(port), l, https)
+		if shared != nil {
+			fc.RouteConfig, fc.ListenerTag = shared, listenerTag(l)
+		} else {
+			fc.RouteConfig = b.routeConfig(fc.Name, uint32(port), []*listener{l}, false)
+		}
 		b.chainAuth(fc, uint32(port), []*listener{l})
 		out.FilterChains = append(out.FilterChains, fc)
 	}

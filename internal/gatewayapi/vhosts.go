@@ -77,7 +77,11 @@ type placedRoute struct {
 // routeConfig places the routes attached to the listeners of one filter
 // chain into virtual hosts. port is the chain's port, used by redirects
 // that keep the listener's port.
-func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener) *ir.RouteConfig {
+//
+// With guarded, the table is shared by the filter chains of the HTTPS
+// listeners ls (misdirected.go): each virtual host is tagged with its
+// owner and answers 421 to requests of another listener's chain.
+func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener, guarded bool) *ir.RouteConfig {
 	rc := &ir.RouteConfig{Name: b.gw.Key() + "/" + chain}
 	domains := map[string]bool{}
 	for _, l := range ls {
@@ -89,6 +93,12 @@ func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener) *ir.R
 				domains[l.hostname] = true
 			}
 		}
+		if guarded {
+			// Every listener owns its hostname ("*" for none): a Host it
+			// selects is 421 on another listener's chain, even without a
+			// route for it.
+			domains[l.hostname] = true
+		}
 	}
 	names := make([]string, 0, len(domains))
 	for h := range domains {
@@ -98,7 +108,11 @@ func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener) *ir.R
 	rc.VirtualHosts = make([]*ir.VirtualHost, 0, len(names))
 	for _, h := range names {
 		owner := ownerOf(h, ls)
-		rc.VirtualHosts = append(rc.VirtualHosts, b.virtualHost(rc.Name, h, port, owner.hostIndex(), b.t.clean(owner, h)))
+		guard := ""
+		if guarded {
+			guard = listenerTag(owner)
+		}
+		rc.VirtualHosts = append(rc.VirtualHosts, b.virtualHost(rc.Name, h, port, owner.hostIndex(), b.t.clean(owner, h), guard))
 	}
 	return rc
 }
@@ -107,18 +121,26 @@ func (b *irBuilder) routeConfig(chain string, port uint32, ls []*listener) *ir.R
 // listener by effective hostname. The virtual host of the
 // previous translation is reused when it was built from the same compiled
 // routes.
-func (b *irBuilder) virtualHost(rcName, host string, port uint32, byHost map[string][]*attachment, clean bool) *ir.VirtualHost {
+// A guard (listenerTag of the owner) tags the virtual host and puts
+// misdirectedRoute first.
+func (b *irBuilder) virtualHost(rcName, host string, port uint32, byHost map[string][]*attachment, clean bool, guard string) *ir.VirtualHost {
 	key := vhostKey{rcName, host}
-	if m := b.oldVhosts[key]; m != nil && m.port == port && (clean || m.matches(host, port, byHost)) {
+	if m := b.oldVhosts[key]; m != nil && m.port == port && m.guard == guard && (clean || m.matches(host, port, byHost)) {
 		b.newVhosts[key] = m
 		return m.vh
 	}
 	placed := placeRoutes(host, byHost)
-	v := &ir.VirtualHost{Name: vhostName(host), Hostname: vhostName(host), Routes: make([]*ir.Route, 0, len(placed))}
+	v := &ir.VirtualHost{Name: vhostName(host), Hostname: vhostName(host), Routes: make([]*ir.Route, 0, len(placed)+1)}
+	if guard != "" {
+		v.ListenerTag = guard
+		v.Routes = append(v.Routes, misdirectedRoute(guard))
+	}
 	for _, p := range placed {
 		v.Routes = append(v.Routes, p.cr.routeOnPort(port))
 	}
-	b.newVhosts[key] = newVhostMemo(host, port, byHost, placed, v)
+	m := newVhostMemo(host, port, byHost, placed, v)
+	m.guard = guard
+	b.newVhosts[key] = m
 	return v
 }
 
@@ -169,6 +191,7 @@ func (l *listener) hostIndex() map[string][]*attachment {
 // with that effective hostname (identified by their first compiled route).
 type vhostMemo struct {
 	port   uint32
+	guard  string
 	counts []int32
 	inputs []vhostInput
 	vh     *ir.VirtualHost

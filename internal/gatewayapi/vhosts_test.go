@@ -16,8 +16,8 @@ func vhostTable(fc *ir.FilterChain) []string {
 	for _, v := range fc.RouteConfig.VirtualHosts {
 		var names []string
 		for _, r := range v.Routes {
-			if r == misdirectedRoute {
-				names = append(names, "421")
+			if r.Name == "misdirected-request" {
+				names = append(names, "421!"+r.Match.Headers[0].Value)
 				continue
 			}
 			// httproute/<ns>/<name>/rule/<i>/match/<j>
@@ -121,10 +121,10 @@ func TestFallbackStaysInFilterChain(t *testing.T) {
 	// On each listener "both" has the listener's hostname as effective
 	// hostname, as the other route: ties, broken by name.
 	want := []string{
-		// Each chain answers 421 for the other listener's hostname
-		// (misdirected.go).
-		"https-443/*.example.com: *.example.com=both/0,wild/0 foo.example.com=421",
-		"https-443/foo.example.com: *.example.com=421 foo.example.com=both/0,exact/0",
+		// The chains share one table whose virtual hosts answer 421 to
+		// the other listener's chain (misdirected.go).
+		"https-443/*.example.com: *.example.com=421!*.example.com,both/0,wild/0 foo.example.com=421!foo.example.com,both/0,exact/0",
+		"https-443/foo.example.com: *.example.com=421!*.example.com,both/0,wild/0 foo.example.com=421!foo.example.com,both/0,exact/0",
 		"http-8080: foo.example.com=both/0,plain/0",
 	}
 	if !equalStrings(got, want) {

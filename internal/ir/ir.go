@@ -78,6 +78,11 @@ type FilterChain struct {
 	CertificateSecrets []string
 	RouteConfig        *RouteConfig
 	TCP                *TCPForward
+	// ListenerTag, when set, is put in the ListenerTagHeader of each
+	// request of the chain, before routing: the route table is shared by
+	// the chains of a port, and its virtual hosts with a ListenerTag answer
+	// 421 to the requests of another chain's listener.
+	ListenerTag string
 	// ExtAuth authorize each request of a chain with a RouteConfig, in
 	// order, before it is routed (the listeners' filters of type
 	// ExternalAuth); none for most chains.
@@ -160,10 +165,19 @@ type RouteConfig struct {
 	VirtualHosts []*VirtualHost // sorted by Name
 }
 
+// ListenerTagHeader carries FilterChain.ListenerTag from the connection
+// manager to route matching; it is removed before forwarding.
+const ListenerTagHeader = "x-portico-listener"
+
 // VirtualHost serves one hostname ("*" for any, "*.example.com" wildcard).
 type VirtualHost struct {
 	Name     string
 	Hostname string
+	// ListenerTag, when set, is the tag of the listener owning the virtual
+	// host in a table shared by filter chains (FilterChain.ListenerTag);
+	// ListenerTagHeader is removed from its requests before they are
+	// forwarded. Its first route then answers the others with 421.
+	ListenerTag string
 	// Routes are in match-precedence order: the first match wins.
 	Routes []*Route
 }
@@ -220,6 +234,9 @@ type StringMatch struct {
 	Name  string
 	Type  StringMatchType
 	Value string
+	// Invert matches what the rest does not match (headers only), a
+	// missing header included.
+	Invert bool
 }
 
 // Header is a name and value.

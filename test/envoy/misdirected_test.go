@@ -102,6 +102,9 @@ func TestMisdirectedRequest(t *testing.T) {
 					t.Fatal(err)
 				}
 				req.Host = host
+				// The tag of the listener that owns host, as a client may
+				// forge it: replaced by the connection's own.
+				req.Header.Set("X-Portico-Listener", host)
 				resp, err := c.Do(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
 				if err != nil {
 					t.Fatal(err)
@@ -120,6 +123,8 @@ func TestMisdirectedRequest(t *testing.T) {
 					var e echoed
 					if resp.StatusCode != 200 || json.Unmarshal(body, &e) != nil || e.Pod != want {
 						t.Errorf("SNI %s, Host %s: %s %q, want 200 from %s", tc.sni, host, resp.Status, truncate(string(body), 200), want)
+					} else if v, ok := e.Headers["X-Portico-Listener"]; ok {
+						t.Errorf("SNI %s, Host %s: the backend got the listener tag %q", tc.sni, host, v)
 					}
 				}
 			}

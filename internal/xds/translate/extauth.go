@@ -52,6 +52,8 @@ func (t *translator) extAuthFilters(fc *ir.FilterChain) ([]*hcmv3.HttpFilter, er
 				DisallowExpression: &matcherv3.RegexMatcher{Regex: "^(host|:authority)$"},
 			},
 		}
+		// The listener tag (misdirected requests) is Envoy's own.
+		cfg.DisallowedHeaders = exactNames([]string{ir.ListenerTagHeader})
 		if len(a.AllowedRequestHeaders) > 0 {
 			cfg.AllowedHeaders = exactNames(a.AllowedRequestHeaders)
 		}

@@ -369,6 +369,9 @@ func (t *translator) hcmFilter(statPrefix string, fc *ir.FilterChain, router *an
 	if err := t.withExtAuth(hcm, fc); err != nil {
 		return nil, err
 	}
+	if err := withListenerTag(hcm, fc.ListenerTag); err != nil {
+		return nil, err
+	}
 	hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 		ConfigSource:    adsConfigSource(),
 		RouteConfigName: rdsName,

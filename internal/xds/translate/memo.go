@@ -305,7 +305,7 @@ func sameListener(a, b *ir.Listener) bool {
 		if fa == nil || fb == nil || fa.Name != fb.Name || !equalStrings(fa.ServerNames, fb.ServerNames) ||
 			!equalStrings(fa.CertificateSecrets, fb.CertificateSecrets) || (fa.RouteConfig == nil) != (fb.RouteConfig == nil) ||
 			(fa.RouteConfig != nil && fa.RouteConfig.Name != fb.RouteConfig.Name) || !sameL4Route(fa.TCP, fb.TCP) ||
-			!sameExtAuth(fa.ExtAuth, fb.ExtAuth) ||
+			!sameExtAuth(fa.ExtAuth, fb.ExtAuth) || fa.ListenerTag != fb.ListenerTag ||
 			!sameClientValidation(fa.ClientValidation, fb.ClientValidation) {
 			return false
 		}

@@ -210,6 +210,11 @@ func (t *translator) virtualHost(name, domain string, vh *ir.VirtualHost, prev *
 	}
 	out := &vhostEntry{src: vh, name: name, domain: domain, routes: make([]*routeEntry, 0, len(vh.Routes))}
 	v := &routev3.VirtualHost{Name: name, Domains: []string{domain}}
+	if vh.ListenerTag != "" {
+		// Shared by the chains of a port (misdirected requests): the tag
+		// their connection managers set stays in Envoy.
+		v.RequestHeadersToRemove = []string{ir.ListenerTagHeader}
+	}
 	if err := validated(v, name); err != nil {
 		return nil, err
 	}
@@ -447,6 +452,7 @@ func routeMatchIn(out *routev3.RouteMatch, parts *routeParts, m ir.Match) error 
 			return fmt.Errorf("header %q: %w", h.Name, err)
 		}
 		x.header.Name = strings.ToLower(h.Name)
+		x.header.InvertMatch = h.Invert
 		x.hsm.StringMatch = sm
 		x.header.HeaderMatchSpecifier = &x.hsm
 		out.Headers = append(out.Headers, &x.header)
