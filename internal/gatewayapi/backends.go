@@ -204,7 +204,7 @@ type backendSet struct {
 
 // add adds a backendRef: its cluster (nil: invalid), weight and own
 // header filters. Refs of one cluster merge when neither has filters.
-func (b *backendSet) add(def *clusterDef, weight *int32, headers *ir.BackendHeaders) {
+func (b *backendSet) add(def *clusterDef, weight *int32, headers *ir.BackendFilters) {
 	w := backendWeight(weight)
 	if def == nil {
 		b.invalid += w
@@ -215,13 +215,13 @@ func (b *backendSet) add(def *clusterDef, weight *int32, headers *ir.BackendHead
 	}
 	if headers == nil {
 		for _, wb := range b.backends {
-			if wb.Cluster == def.name && wb.Headers == nil {
+			if wb.Cluster == def.name && wb.Filters == nil {
 				wb.Weight += w
 				return
 			}
 		}
 	}
-	b.backends = append(b.backends, &ir.WeightedBackend{Cluster: def.name, Weight: w, Headers: headers})
+	b.backends = append(b.backends, &ir.WeightedBackend{Cluster: def.name, Weight: w, Filters: headers})
 	if !slices.Contains(b.clusters, def) {
 		b.clusters = append(b.clusters, def)
 	}

@@ -23,9 +23,6 @@ import (
 // with the standard ones every request is of the default routability.
 //
 // Not claimed:
-//   - HTTPRouteBackendURLRewrite: filters other than header modifiers on
-//     backendRefs are refused (ResolvedRefs=False, that backend's share
-//     answered with 500).
 //   - HTTPRouteCORS: the CORS filter is refused like other unknown filters.
 //   - BackendTLSPolicy, BackendTLSPolicySANValidation and
 //     GatewayBackendClientCertificate are claimed (backendtls.go); the
@@ -46,6 +43,8 @@ var gatewayFeatures = []features.FeatureName{
 	features.SupportGatewayAddressRoutability,
 	features.SupportGatewayAddressRoutabilityCluster,
 	features.SupportGatewayBackendClientCertificate,
+	features.SupportGatewayFrontendClientCertificateValidation,
+	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayInfrastructure,

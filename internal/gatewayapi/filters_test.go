@@ -17,8 +17,8 @@ import (
 // less specific rule that lacks the filter.
 func TestUnsupportedFiltersAnswer500(t *testing.T) {
 	withFilter := backend("web", 80)
-	withFilter.Filters = []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterURLRewrite,
-		URLRewrite: &gwv1.HTTPURLRewriteFilter{Hostname: ptr(gwv1.PreciseHostname("x.example"))}}}
+	withFilter.Filters = []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestRedirect,
+		RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Hostname: ptr(gwv1.PreciseHostname("x.example"))}}}
 	redirectF := gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Scheme: ptr("https")}}
 	cors := gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterCORS, CORS: &gwv1.HTTPCORSFilter{}}
 	backends := []gwv1.HTTPBackendRef{backend("web", 80)}
@@ -35,7 +35,7 @@ func TestUnsupportedFiltersAnswer500(t *testing.T) {
 		{"CORS beats a redirect", []gwv1.HTTPRouteFilter{redirectF, cors}, nil, string(gwv1.RouteReasonInvalidKind), `"CORS"`},
 		{"ExtensionRef beats a redirect", []gwv1.HTTPRouteFilter{redirectF, {Type: gwv1.HTTPRouteFilterExtensionRef,
 			ExtensionRef: &gwv1.LocalObjectReference{Group: "example.com", Kind: "Auth", Name: "a"}}}, nil, string(gwv1.RouteReasonInvalidKind), "example.com/Auth"},
-		{"backendRef filters", nil, []gwv1.HTTPBackendRef{withFilter}, string(gwv1.RouteReasonUnsupportedValue), `backendRefs[0]: filter type "URLRewrite" is not supported on backendRefs`},
+		{"backendRef filters", nil, []gwv1.HTTPBackendRef{withFilter}, string(gwv1.RouteReasonUnsupportedValue), `backendRefs[0]: filter type "RequestRedirect" is not supported on backendRefs`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

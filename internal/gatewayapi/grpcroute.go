@@ -26,7 +26,7 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 	var fs ruleFilters
 	for i := range rule.Filters {
 		f := &rule.Filters[i]
-		err := t.applyFilter(rs, &fs, filterFields{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier, f.RequestMirror, f.ExtensionRef})
+		err := t.applyFilter(rs, &fs, filterFields{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier, f.RequestMirror, f.ExtensionRef, nil})
 		if err != nil {
 			rs.rules.drop(idx, err.reason, err.msg)
 			return
@@ -36,7 +36,7 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 		rs.rules.drop(idx, string(gwv1.RouteReasonUnsupportedValue), "sessionPersistence is not supported")
 		return
 	}
-	set := ruleBackends(t, rs, rule.BackendRefs, func(b *gwv1.GRPCBackendRef) (gwv1.BackendRef, []filterFields) {
+	set := ruleBackends(t, rs, rule.BackendRefs, false, func(b *gwv1.GRPCBackendRef) (gwv1.BackendRef, []filterFields) {
 		return b.BackendRef, grpcBackendFilters(b)
 	})
 

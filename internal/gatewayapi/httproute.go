@@ -73,7 +73,7 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 			}
 			rewrite, err = urlRewrite(f.URLRewrite, prefixOnly)
 		default:
-			err = t.applyFilter(rs, &fs, filterFields{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier, f.RequestMirror, f.ExtensionRef})
+			err = t.applyFilter(rs, &fs, filterFields{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier, f.RequestMirror, f.ExtensionRef, nil})
 		}
 		if err != nil {
 			rs.rules.drop(idx, err.reason, err.msg)
@@ -112,7 +112,7 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		rs.rules.drop(idx, terr.reason, terr.msg)
 		return
 	}
-	set := ruleBackends(t, rs, rule.BackendRefs, func(b *gwv1.HTTPBackendRef) (gwv1.BackendRef, []filterFields) {
+	set := ruleBackends(t, rs, rule.BackendRefs, prefixOnly, func(b *gwv1.HTTPBackendRef) (gwv1.BackendRef, []filterFields) {
 		return b.BackendRef, httpBackendFilters(b)
 	})
 
@@ -131,6 +131,12 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 			fwd.Timeout, fwd.BackendTimeout, fwd.Retry = reqTimeout, backendTimeout, retry
 			tmpl.Forward = fwd
 			clusters = append(clusters, set.clusters...)
+			fwds, fractions := splitByPath(fwd)
+			if len(fwds) > 1 {
+				rs.addSplitRoutes(idx, tmpl, fwds, fractions, irMatches, keys, clusters)
+				return
+			}
+			tmpl.Forward = fwds[0]
 		} else {
 			tmpl.DirectResponse = &ir.DirectResponse{Status: 500}
 			clusters = nil
@@ -144,13 +150,13 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 // stands for an invalid backend, whose share of requests is answered with
 // 500. A backendRef with a filter Portico cannot apply per backend is such
 // a backend: the filter is never skipped.
-func (t *translator) ruleBackend(rs *routeState, k int, ref gwv1.BackendObjectReference, filters []filterFields) (*clusterDef, *ir.BackendHeaders) {
+func (t *translator) ruleBackend(rs *routeState, k int, ref gwv1.BackendObjectReference, filters []filterFields, prefixOnly bool) (*clusterDef, *ir.BackendFilters) {
 	def, p := t.resolveBackend(rs, ref)
 	if p != nil {
 		rs.rules.unresolvedRef(p.reason, p.message)
 		return nil, nil
 	}
-	headers, problem := backendFilters(k, filters)
+	headers, problem := backendFilters(k, filters, prefixOnly)
 	if problem != "" {
 		rs.rules.unresolvedRef(string(gwv1.RouteReasonUnsupportedValue), problem)
 		return nil, nil
@@ -274,6 +280,7 @@ var httpRouteKind = routeKind{
 		features.SupportHTTPRoute308RedirectStatusCode,
 		features.SupportHTTPRouteBackendProtocolH2C,
 		features.SupportHTTPRouteBackendRequestHeaderModification,
+		features.SupportHTTPRouteBackendURLRewrite,
 		features.SupportHTTPRouteBackendProtocolWebSocket,
 		features.SupportHTTPRouteBackendTimeout,
 		features.SupportHTTPRouteDestinationPortMatching,

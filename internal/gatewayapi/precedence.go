@@ -25,7 +25,8 @@ const (
 // come first: their paths are specific to gRPC methods.
 //
 // Remaining ties go to the oldest route, then the first by namespace/name,
-// then the first rule and match.
+// then the first rule and match (and the routes of one match split by
+// its backends' paths in their order, as their fractions need).
 type precedence struct {
 	grpc bool
 
@@ -43,6 +44,7 @@ type precedence struct {
 	name      string
 	rule      int
 	match     int
+	part      int // of a match split by its backends' paths (splitByPath)
 }
 
 func (p *precedence) setRoute(rs *routeState, rule, match int) {
@@ -98,5 +100,8 @@ func (p *precedence) before(q *precedence) bool {
 	if p.rule != q.rule {
 		return p.rule < q.rule
 	}
-	return p.match < q.match
+	if p.match != q.match {
+		return p.match < q.match
+	}
+	return p.part < q.part
 }

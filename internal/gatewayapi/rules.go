@@ -91,6 +91,7 @@ type filterFields struct {
 	requestHeaderModifier, responseHeaderModifier *gwv1.HTTPHeaderFilter
 	requestMirror                                 *gwv1.HTTPRequestMirrorFilter
 	extensionRef                                  *gwv1.LocalObjectReference
+	urlRewrite                                    *gwv1.HTTPURLRewriteFilter // HTTP backendRefs only
 }
 
 // applyFilter applies to fs a filter of route rs whose type is none of its
@@ -143,13 +144,14 @@ func extensionMessage(ref *gwv1.LocalObjectReference) string {
 }
 
 // ruleBackends resolves the backendRefs of a rule (ruleBackend) into its
-// backend set; ref gives a backendRef's reference and weight and its
+// backend set; prefixOnly says whether every match of the rule is a
+// PathPrefix (as a ReplacePrefixMatch rewrite needs); ref gives a backendRef's reference and weight and its
 // filters (backend_filters.go).
-func ruleBackends[B any](t *translator, rs *routeState, backendRefs []B, ref func(*B) (gwv1.BackendRef, []filterFields)) backendSet {
+func ruleBackends[B any](t *translator, rs *routeState, backendRefs []B, prefixOnly bool, ref func(*B) (gwv1.BackendRef, []filterFields)) backendSet {
 	var set backendSet
 	for k := range backendRefs {
 		br, filters := ref(&backendRefs[k])
-		def, headers := t.ruleBackend(rs, k, br.BackendObjectReference, filters)
+		def, headers := t.ruleBackend(rs, k, br.BackendObjectReference, filters, prefixOnly)
 		set.add(def, br.Weight, headers)
 	}
 	return set
@@ -165,5 +167,24 @@ func (rs *routeState) addRoutes(idx int, tmpl ir.Route, matches []ir.Match, keys
 		cr.ir.Match = matches[j]
 		cr.key.setRoute(rs, idx, j)
 		rs.rules.routes = append(rs.rules.routes, cr)
+	}
+}
+
+// addSplitRoutes adds the routes of the valid rule idx whose backends
+// rewrite paths differently (splitByPath): per match, one route per
+// forward of fwds, in order, matching its fraction of the requests.
+func (rs *routeState) addSplitRoutes(idx int, tmpl ir.Route, fwds []*ir.Forward, fractions []*uint32, matches []ir.Match, keys []precedence, clusters []*clusterDef) {
+	for j := range matches {
+		for g, fwd := range fwds {
+			cr := &compiledRoute{ir: tmpl, key: keys[j], clusters: clusters}
+			cr.route = &cr.ir
+			cr.ir.Name = fmt.Sprintf("%s/path/%d", irRouteName(rs, idx, j), g)
+			cr.ir.Match = matches[j]
+			cr.ir.Match.Fraction = fractions[g]
+			cr.ir.Forward = fwd
+			cr.key.setRoute(rs, idx, j)
+			cr.key.part = g
+			rs.rules.routes = append(rs.rules.routes, cr)
+		}
 	}
 }

@@ -220,6 +220,12 @@ type Match struct {
 	QueryParams []StringMatch
 	// Method is an HTTP method; empty matches any.
 	Method string
+	// Fraction, when set, matches only the requests whose random draw (one
+	// per request, in millionths, the same for every route of a table) is
+	// below *Fraction. The routes made from one rule whose backends rewrite
+	// paths differently have increasing fractions, the last none, so that
+	// they divide that rule's requests in the backends' weights.
+	Fraction *uint32
 }
 
 // PathMatch matches the request path. For PathPrefix the value matches whole
@@ -317,16 +323,23 @@ type WeightedBackend struct {
 	Cluster string
 	Weight  uint32
 	Invalid bool
-	// Headers are the backendRef's own filters (HTTP and gRPC routes):
+	// Filters are the backendRef's own filters (HTTP and gRPC routes):
 	// applied only to the requests sent to this backend and to its
 	// responses, together with the rule's; nil for none.
-	Headers *BackendHeaders
+	Filters *BackendFilters
 }
 
-// BackendHeaders are the header modifiers of one backendRef.
-type BackendHeaders struct {
+// BackendFilters are the filters of one backendRef.
+type BackendFilters struct {
 	Request  *HeaderModifier
 	Response *HeaderModifier
+	// URLRewrite is the backendRef's URLRewrite: only its Hostname is set
+	// here (the Host of the requests sent to this backend, instead of the
+	// route's). A path rewrite of a backend is its route's
+	// Forward.URLRewrite: the translation gives backends that rewrite paths
+	// differently routes of their own (Match.Fraction), so the path of a
+	// route is one.
+	URLRewrite *URLRewrite
 }
 
 // URLRewrite rewrites the host and/or path before forwarding.

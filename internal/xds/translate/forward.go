@@ -13,6 +13,9 @@ import (
 	"github.com/portico-dev/portico/internal/ir"
 )
 
+// fractionScale is the denominator of ir.Match.Fraction.
+const fractionScale = 1_000_000
+
 // statusInternalServerError answers requests that have no valid backend.
 const statusInternalServerError = 500
 
@@ -25,7 +28,7 @@ var noTimeout = durationpb.New(0)
 type weighted struct {
 	name    string
 	weight  uint64
-	headers *ir.BackendHeaders
+	headers *ir.BackendFilters
 }
 
 // forward sets the action of out to proxy to f's backends.
@@ -117,7 +120,7 @@ next:
 		if b == nil || b.Weight == 0 {
 			continue
 		}
-		name, headers := b.Cluster, b.Headers
+		name, headers := b.Cluster, b.Filters
 		if b.Invalid || !t.clusters[name] {
 			name, headers = InvalidBackendCluster, nil
 		} else {
@@ -141,7 +144,8 @@ next:
 // weightedCluster builds the weighted_clusters of a route. Envoy rejects a
 // sum of weights above MaxUint32, so larger weights are scaled down, keeping
 // every share above zero. A backend's header filters are its entry's
-// header mutations, applied after the route's.
+// header mutations, applied after the route's, and its URLRewrite hostname
+// the entry's host_rewrite_literal, which Envoy prefers to the route's.
 func weightedCluster(cs []weighted) (*routev3.WeightedCluster, error) {
 	var sum uint64
 	for _, c := range cs {
@@ -165,6 +169,15 @@ func weightedCluster(cs []weighted) (*routev3.WeightedCluster, error) {
 			}
 			if cw.ResponseHeadersToAdd, cw.ResponseHeadersToRemove, err = headerMutations(h.Response); err != nil {
 				return nil, fmt.Errorf("backend %s response headers: %w", c.name, err)
+			}
+			if rw := h.URLRewrite; rw != nil {
+				if rw.Path != nil {
+					// Paths are rewritten per route (ir.BackendFilters).
+					return nil, fmt.Errorf("backend %s: a path rewrite of a backend must be its route's", c.name)
+				}
+				if rw.Hostname != nil {
+					cw.HostRewriteSpecifier = &routev3.WeightedCluster_ClusterWeight_HostRewriteLiteral{HostRewriteLiteral: *rw.Hostname}
+				}
 			}
 		}
 		out.Clusters = append(out.Clusters, cw)

@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/portico-dev/portico/internal/ir"
@@ -435,6 +436,17 @@ func routeMatchIn(out *routev3.RouteMatch, parts *routeParts, m ir.Match) error 
 		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: rx}
 	default:
 		return fmt.Errorf("unknown path match type %q", p.Type)
+	}
+	if f := m.Fraction; f != nil {
+		if *f > fractionScale {
+			return fmt.Errorf("fraction %d is above %d", *f, fractionScale)
+		}
+		// No runtime key: the default value is the fraction. Envoy draws
+		// one random number per request for the whole table, so the
+		// cumulative fractions of a split rule divide its requests.
+		out.RuntimeFraction = &corev3.RuntimeFractionalPercent{
+			DefaultValue: &typev3.FractionalPercent{Numerator: *f, Denominator: typev3.FractionalPercent_MILLION},
+		}
 	}
 	var hs []headerParts
 	if k := len(m.Headers); k > 0 || m.Method != "" {

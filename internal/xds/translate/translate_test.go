@@ -625,6 +625,10 @@ func TestErrors(t *testing.T) {
 		"prefix rewrite on regex": {func(g *ir.Gateway) {
 			routes(g)[5].Match.Path = &ir.PathMatch{Type: ir.PathRegex, Value: "/s.*"}
 		}, "needs a PathPrefix match"},
+		"backend path rewrite": {func(g *ir.Gateway) {
+			routes(g)[1].Forward.Backends[0].Filters = &ir.BackendFilters{URLRewrite: &ir.URLRewrite{Path: &ir.PathModifier{Type: ir.FullPathReplace, Value: "/x"}}}
+		}, "must be its route's"},
+		"fraction above a million": {func(g *ir.Gateway) { routes(g)[1].Match.Fraction = ptrTo(uint32(fractionScale + 1)) }, "fraction"},
 		"different route configs with one name": {func(g *ir.Gateway) {
 			g.Listeners[1].FilterChains[1].RouteConfig.Name = "http-80"
 		}, "two different route configs"},
@@ -750,5 +754,27 @@ func TestNamesAlreadyScoped(t *testing.T) {
 	}
 	if got := hcmOf(t, find[*listenerv3.Listener](t, res.Listeners, "default/gw/http-80").FilterChains[0]).GetRds().GetRouteConfigName(); got != "default/gw/http-80" {
 		t.Errorf("RDS name = %q", got)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// A route's fraction is Envoy's runtime_fraction in millionths, without a
+// runtime key; a backend's URLRewrite hostname is its weighted cluster's
+// host_rewrite_literal.
+func TestFractionAndBackendHostname(t *testing.T) {
+	gw := fullGateway()
+	r := routes(gw)[1]
+	r.Match.Fraction = ptrTo(uint32(250_000))
+	host := "b.internal"
+	r.Forward.Backends[0].Filters = &ir.BackendFilters{URLRewrite: &ir.URLRewrite{Hostname: &host}}
+	out := routeNamed(t, httpRoutes(t, mustTranslate(t, gw)), r.Name)
+	rf := out.GetMatch().GetRuntimeFraction()
+	if rf.GetRuntimeKey() != "" || rf.GetDefaultValue().GetNumerator() != 250_000 || rf.GetDefaultValue().GetDenominator() != typev3.FractionalPercent_MILLION {
+		t.Errorf("runtime_fraction = %v", rf)
+	}
+	cs := out.GetRoute().GetWeightedClusters().GetClusters()
+	if len(cs) == 0 || cs[0].GetHostRewriteLiteral() != host {
+		t.Errorf("weighted clusters %v, want the first with host_rewrite_literal %s", cs, host)
 	}
 }
