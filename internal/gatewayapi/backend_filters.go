@@ -23,8 +23,10 @@ import (
 //
 // A backendRef's URLRewrite applies to the requests sent to that backend,
 // instead of the rule's URLRewrite, field by field: its hostname replaces
-// the rule's hostname (the entry's host_rewrite_literal), its path the
-// rule's path; what it leaves unset, the rule's URLRewrite still does.
+// the rule's hostname (the entry's host_rewrite_literal; the rule's is then
+// given to the other backends one by one, as Envoy would prefer a route's,
+// see hostsPerBackend), its path the rule's path; what it leaves unset,
+// the rule's URLRewrite still does.
 // Envoy rewrites paths per route, not per weighted cluster, so a rule whose
 // backends' requests get different paths becomes one route per path
 // (splitByPath): each holds the backends of one path, with their weights,
@@ -112,7 +114,7 @@ func splitByPath(fwd *ir.Forward) ([]*ir.Forward, []*uint32) {
 		own = own || (b.Filters != nil && b.Filters.URLRewrite != nil && b.Filters.URLRewrite.Path != nil)
 	}
 	if !own {
-		return []*ir.Forward{fwd}, []*uint32{nil}
+		return []*ir.Forward{hostsPerBackend(fwd)}, []*uint32{nil}
 	}
 	type group struct {
 		path     *ir.PathModifier
@@ -164,7 +166,7 @@ func splitByPath(fwd *ir.Forward) ([]*ir.Forward, []*uint32) {
 		if g.path != nil || ruleHost != nil {
 			f.URLRewrite = &ir.URLRewrite{Hostname: ruleHost, Path: g.path}
 		}
-		fwds[i] = &f
+		fwds[i] = hostsPerBackend(&f)
 		cum += g.weight
 		if i < len(groups)-1 {
 			n := uint32(cum * fractionScale / total)
@@ -172,6 +174,46 @@ func splitByPath(fwd *ir.Forward) ([]*ir.Forward, []*uint32) {
 		}
 	}
 	return fwds, fractions
+}
+
+// hostsPerBackend moves the rule's hostname rewrite of fwd to its
+// backends when one of them has a hostname of its own: Envoy prefers a
+// route's host_rewrite_literal to a weighted cluster's (found through
+// Envoy, test/envoy TestBackendFilters), so the route then has none and
+// each backend its own or the rule's.
+func hostsPerBackend(fwd *ir.Forward) *ir.Forward {
+	if fwd.URLRewrite == nil || fwd.URLRewrite.Hostname == nil {
+		return fwd
+	}
+	own := false
+	for _, b := range fwd.Backends {
+		own = own || (b.Filters != nil && b.Filters.URLRewrite != nil && b.Filters.URLRewrite.Hostname != nil)
+	}
+	if !own {
+		return fwd
+	}
+	out := *fwd
+	host := fwd.URLRewrite.Hostname
+	out.URLRewrite = nil
+	if fwd.URLRewrite.Path != nil {
+		out.URLRewrite = &ir.URLRewrite{Path: fwd.URLRewrite.Path}
+	}
+	out.Backends = make([]*ir.WeightedBackend, len(fwd.Backends))
+	for i, b := range fwd.Backends {
+		if b.Invalid || (b.Filters != nil && b.Filters.URLRewrite != nil && b.Filters.URLRewrite.Hostname != nil) {
+			out.Backends[i] = b
+			continue
+		}
+		nb := *b
+		nf := ir.BackendFilters{}
+		if b.Filters != nil {
+			nf = *b.Filters
+		}
+		nf.URLRewrite = &ir.URLRewrite{Hostname: host}
+		nb.Filters = &nf
+		out.Backends[i] = &nb
+	}
+	return &out
 }
 
 func samePath(a, b *ir.PathModifier) bool {

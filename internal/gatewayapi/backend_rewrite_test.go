@@ -34,7 +34,7 @@ func replaceFull(p string) *gwv1.HTTPPathModifier {
 // routes of their own that divide the rule's requests in their weights
 // (cumulative fractions, the last route taking the rest), each route
 // carrying its path and the rule's hostname, and a backend's own hostname
-// stays on that backend.
+// stays on that backend (and replaces the rule's).
 func TestBackendURLRewriteSplitsByPath(t *testing.T) {
 	blue := weighted(backend("blue", 80), 1)
 	blue.Filters = []gwv1.HTTPRouteFilter{rewriteFilter("", replacePrefix("/blue"))}
@@ -82,8 +82,12 @@ func TestBackendURLRewriteSplitsByPath(t *testing.T) {
 		if f == nil || len(f.Backends) != 1 || f.Backends[0].Cluster != w.cluster {
 			t.Fatalf("route %d forward %+v", i, f)
 		}
-		if f.URLRewrite == nil || f.URLRewrite.Path == nil || *f.URLRewrite.Path != w.path || f.URLRewrite.Hostname == nil || *f.URLRewrite.Hostname != "rule.example" {
-			t.Errorf("route %d rewrite %+v, want path %+v and the rule's hostname", i, f.URLRewrite, w.path)
+		// The rule's hostname is the route's, unless the backend has its
+		// own: Envoy would prefer the route's to the backend's.
+		wantRouteHost := w.ownHost == ""
+		if f.URLRewrite == nil || f.URLRewrite.Path == nil || *f.URLRewrite.Path != w.path ||
+			(f.URLRewrite.Hostname != nil) != wantRouteHost || (wantRouteHost && *f.URLRewrite.Hostname != "rule.example") {
+			t.Errorf("route %d rewrite %+v, want path %+v (and the rule's hostname: %v)", i, f.URLRewrite, w.path, wantRouteHost)
 		}
 		bf := f.Backends[0].Filters
 		switch {
@@ -142,5 +146,37 @@ func TestBackendURLRewriteOneRoute(t *testing.T) {
 	exact := byPath["/exact"].Forward
 	if len(exact.Backends) != 2 || !exact.Backends[1].Invalid || exact.Backends[0].Cluster != "apps/b/80" {
 		t.Errorf("/exact forward backends %+v, want b and the invalid share", exact.Backends)
+	}
+}
+
+// When one backend of a route has its own hostname, the rule's hostname is
+// given to each other backend instead of the route (Envoy prefers a
+// route's host_rewrite_literal to a weighted cluster's).
+func TestBackendURLRewriteHostnames(t *testing.T) {
+	own := backend("a", 80)
+	own.Filters = []gwv1.HTTPRouteFilter{rewriteFilter("a.internal", nil)}
+	rule := gwv1.HTTPRouteRule{
+		Filters:     []gwv1.HTTPRouteFilter{rewriteFilter("rule.example", replaceFull("/r"))},
+		BackendRefs: []gwv1.HTTPBackendRef{own, backend("b", 80), backend("missing", 80)},
+	}
+	r := httpRoute("apps", "r", []gwv1.ParentReference{parent("gw")}, nil, rule)
+	res := translate(gateway("apps", "gw", httpL("http", 80, "")), r, service("apps", "a", 80), service("apps", "b", 80))
+	v := vhost(t, irListener(t, irGateway(t, res, "apps", "gw"), "http-80"), "*")
+	f := v.Routes[0].Forward
+	if f.URLRewrite == nil || f.URLRewrite.Hostname != nil || f.URLRewrite.Path == nil || f.URLRewrite.Path.Value != "/r" {
+		t.Fatalf("route rewrite %+v, want the path only", f.URLRewrite)
+	}
+	hosts := map[string]string{}
+	for _, b := range f.Backends {
+		if b.Invalid {
+			continue
+		}
+		if b.Filters == nil || b.Filters.URLRewrite == nil || b.Filters.URLRewrite.Hostname == nil {
+			t.Fatalf("backend %s has no hostname", b.Cluster)
+		}
+		hosts[b.Cluster] = *b.Filters.URLRewrite.Hostname
+	}
+	if hosts["apps/a/80"] != "a.internal" || hosts["apps/b/80"] != "rule.example" {
+		t.Errorf("hostnames %v", hosts)
 	}
 }
