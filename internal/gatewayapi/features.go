@@ -24,11 +24,6 @@ import (
 //
 // Not claimed:
 //   - HTTPRouteCORS: the CORS filter is refused like other unknown filters.
-//   - BackendTLSPolicy, BackendTLSPolicySANValidation and
-//     GatewayBackendClientCertificate are claimed (backendtls.go); the
-//     frontend client-certificate features and ClusterTrustBundle are not
-//     yet (ClusterTrustBundle CA references of BackendTLSPolicies are
-//     read, those of spec.tls.frontend are not).
 //
 // The features of a kind of route are its entry's (kinds.go); those of
 // gatewayFeatures are the Gateway's and the other kinds'. supportedFeatures
@@ -38,6 +33,10 @@ var supportedFeatures []gwv1.FeatureName
 var gatewayFeatures = []features.FeatureName{
 	features.SupportBackendTLSPolicy,
 	features.SupportBackendTLSPolicySANValidation,
+	// No upstream test in v1.7.0: claimed on Portico's own through Envoy
+	// (test/envoy TestBackendTLSPolicy and TestGatewayFrontendValidation
+	// trust CAs of ClusterTrustBundles; trust.go).
+	features.SupportClusterTrustBundle,
 	features.SupportGateway,
 	features.SupportGatewayAddressEmpty,
 	features.SupportGatewayAddressRoutability,

@@ -213,6 +213,13 @@ func TestBackendTLSPolicy(t *testing.T) {
 	// A CA that cannot be used: fail closed (the cluster has no endpoints).
 	s.write("secure.yaml", strings.Replace(backendTLSObjects(ca.pem, "backend.example.com", ""), "name: backend-ca}]", "name: missing}]", 1))
 	fails("503 with a missing CA")
+	// The CA in a ClusterTrustBundle (feature ClusterTrustBundle).
+	s.write("bundle.yaml", clusterTrustBundle("backend-cas", ca.pem))
+	s.write("secure.yaml", strings.Replace(backendTLSObjects(ca.pem, "backend.example.com", ""), `{group: "", kind: ConfigMap, name: backend-ca}`,
+		`{group: certificates.k8s.io, kind: ClusterTrustBundle, name: backend-cas}`, 1))
+	s.routed(c, url, "secure.example", "secure")
+	s.write("bundle.yaml", clusterTrustBundle("backend-cas", newTestCA(t, "other CA").pem))
+	fails("503 with another CA in the bundle")
 
 	// The Gateway's client certificate is presented to the backend.
 	s.write("secure.yaml", backendTLSObjects(ca.pem, "backend.example.com", ""))

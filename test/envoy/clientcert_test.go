@@ -193,4 +193,31 @@ spec:
 	s.routed(client(nil), url, "localhost", "api")
 	s.routed(client(&bad), url, "localhost", "api")
 	s.routed(client(&good), url, "localhost", "api")
+
+	// The CA in a ClusterTrustBundle (feature ClusterTrustBundle): the
+	// other CA's bundle lets only its clients in.
+	s.write("bundle.yaml", clusterTrustBundle("client-cas", other.pem))
+	s.write("gateway.yaml", strings.Replace(gateway("AllowValidOnly"), `{group: "", kind: Secret, name: client-ca}`,
+		`{group: certificates.k8s.io, kind: ClusterTrustBundle, name: client-cas}`, 1))
+	s.eventually(15*time.Second, "the bundle's CA checks clients", func() error {
+		if r, err := s.get(client(&good), url, "localhost"); err == nil {
+			return fmt.Errorf("a client of a CA not in the bundle got %d", r.code)
+		}
+		return nil
+	})
+	s.routed(client(&bad), url, "localhost", "api")
+	if r, err := s.get(client(nil), url, "localhost"); err == nil {
+		t.Errorf("ClusterTrustBundle, no certificate: %d, want a handshake failure", r.code)
+	}
+}
+
+// clusterTrustBundle is a ClusterTrustBundle named name holding caPEM.
+func clusterTrustBundle(name, caPEM string) string {
+	return fmt.Sprintf(`apiVersion: certificates.k8s.io/v1
+kind: ClusterTrustBundle
+metadata: {name: %s}
+spec:
+  trustBundle: |
+%s
+`, name, indent(caPEM, 4))
 }
