@@ -16,6 +16,10 @@ import (
 	"github.com/portico-dev/portico/internal/resource"
 )
 
+// experimentalGroup is the API group of the Gateway API's experimental
+// kinds (XBackendTrafficPolicy, XMesh, …).
+const experimentalGroup = "gateway.networking.x-k8s.io"
+
 // maxItemWarnings bounds the item warnings joined into the warning of one
 // List document.
 const maxItemWarnings = 10
@@ -180,8 +184,12 @@ func (d *decoder) object(tm *typeMeta, doc []byte) (string, error) {
 	gv := tm.gvk()
 	kind, ok := resource.KindNamed(gv.Group, gv.Kind)
 	if !ok || !slices.Contains(resource.KindOf(kind).LoadVersions, gv.Version) {
-		if gv.Group == gwv1.GroupName {
-			return fmt.Sprintf("unknown kind %s/%s/%s, skipped", gwv1.GroupName, gv.Version, gv.Kind), nil
+		if gv.Group == gwv1.GroupName || gv.Group == experimentalGroup {
+			// A Gateway API kind Portico does not implement (or a
+			// version it does not read): said plainly, as it changes
+			// nothing that is served.
+			return fmt.Sprintf("Gateway API kind %s/%s %q is not implemented by Portico (version %s): it is not applied to traffic or status, skipped",
+				gv.Group, gv.Kind, tm.Metadata.Name, gv.Version), nil
 		}
 		return fmt.Sprintf("unknown kind %s/%s %q, skipped", tm.APIVersion, tm.Kind, tm.Metadata.Name), nil
 	}

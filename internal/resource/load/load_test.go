@@ -190,3 +190,38 @@ func FuzzAddYAML(f *testing.F) {
 		s.Build()
 	})
 }
+
+// A Gateway API kind Portico does not implement (experimental group or a
+// version it does not read) is a warning that says so, naming the object,
+// and the rest of the file is loaded.
+func TestLoadGatewayAPIKindNotImplemented(t *testing.T) {
+	dir := t.TempDir()
+	f := write(t, dir, "x.yaml", `apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XBackendTrafficPolicy
+metadata: {name: budget, namespace: default}
+spec: {}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Widget
+metadata: {name: w}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+`)
+	s, warnings, err := Paths(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Services.Has(types.NamespacedName{Namespace: "default", Name: "web"}) {
+		t.Error("the Service after them was not loaded")
+	}
+	if len(warnings) != 2 {
+		t.Fatalf("warnings = %+v, want two", warnings)
+	}
+	for i, name := range []string{`XBackendTrafficPolicy "budget"`, `Widget "w"`} {
+		if m := warnings[i].Message; !strings.Contains(m, name) || !strings.Contains(m, "not implemented by Portico") || !strings.Contains(m, "not applied") {
+			t.Errorf("warning %d = %q, want it to say %s is not implemented and not applied", i, m, name)
+		}
+	}
+}
