@@ -280,3 +280,33 @@ func TestTLSRouteHostnameMismatchAndGrants(t *testing.T) {
 		t.Errorf("chain %+v", c.TCP)
 	}
 }
+
+// A TCPRoute may use a TLS listener of mode Terminate (TLSRoute API: "could
+// choose to use a TCPRoute with a TLS listener"): it is among the default
+// supportedKinds there and may be listed; a Passthrough listener supports
+// TLSRoutes only, and listing TCPRoute on it is InvalidRouteKinds.
+func TestTCPRouteKindsOnTLSListeners(t *testing.T) {
+	term := tlsL("term", 8443, "", gwv1.TLSModeTerminate, "cert")
+	pass := tlsL("pass", 9443, "", gwv1.TLSModePassthrough)
+	listed := tlsL("listed", 10443, "", gwv1.TLSModePassthrough)
+	listed.AllowedRoutes = &gwv1.AllowedRoutes{Kinds: []gwv1.RouteGroupKind{{Kind: "TLSRoute"}, {Kind: "TCPRoute"}}}
+	res := translate(gateway("infra", "gw", term, pass, listed), tlsSecret("infra", "cert"))
+	kinds := func(ls gwv1.ListenerStatus) []string {
+		var out []string
+		for _, k := range ls.SupportedKinds {
+			out = append(out, string(k.Kind))
+		}
+		return out
+	}
+	if got := kinds(listenerStatus(t, res, "infra", "gw", "term")); len(got) != 2 || got[0] != "TLSRoute" || got[1] != "TCPRoute" {
+		t.Errorf("Terminate supportedKinds %v, want TLSRoute, TCPRoute", got)
+	}
+	if got := kinds(listenerStatus(t, res, "infra", "gw", "pass")); len(got) != 1 || got[0] != "TLSRoute" {
+		t.Errorf("Passthrough supportedKinds %v, want TLSRoute", got)
+	}
+	ls := listenerStatus(t, res, "infra", "gw", "listed")
+	wantCond(t, ls.Conditions, string(gwv1.ListenerConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.ListenerReasonInvalidRouteKinds))
+	if got := kinds(ls); len(got) != 1 || got[0] != "TLSRoute" {
+		t.Errorf("Passthrough listing TCPRoute: supportedKinds %v, want TLSRoute", got)
+	}
+}

@@ -195,6 +195,11 @@ func (t *translator) newListener(gw *gatewayState, set *listenerSetState, spec l
 // listenerKinds computes supportedKinds from allowedRoutes.kinds.
 func (t *translator) listenerKinds(l *listener, ar *gwv1.AllowedRoutes) {
 	supported := defaultRouteKinds(l.protocol)
+	if l.protocol == gwv1.TLSProtocolType && l.tls != nil && l.tls.Mode != nil && *l.tls.Mode == gwv1.TLSModePassthrough {
+		// TCPRoutes take the decrypted stream of a Terminate listener;
+		// a Passthrough listener has none (TLSRoutes only).
+		supported = slices.DeleteFunc(slices.Clone(supported), func(k resource.Kind) bool { return k == resource.KindTCPRoute })
+	}
 	l.kinds = []gwv1.RouteGroupKind{}
 	allow := func(k resource.Kind) {
 		if !l.allowed[kindIndex(k)] {
