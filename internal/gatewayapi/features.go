@@ -22,8 +22,8 @@ import (
 // server). The routability field exists only in the experimental CRDs:
 // with the standard ones every request is of the default routability.
 //
-// Not claimed:
-//   - HTTPRouteCORS: the CORS filter is refused like other unknown filters.
+// Every Gateway-side feature of v1.7.0 is claimed (54, core included);
+// only the mesh features are not.
 //
 // The features of a kind of route are its entry's (kinds.go); those of
 // gatewayFeatures are the Gateway's and the other kinds'. supportedFeatures

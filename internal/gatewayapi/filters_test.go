@@ -20,7 +20,6 @@ func TestUnsupportedFiltersAnswer500(t *testing.T) {
 	withFilter.Filters = []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestRedirect,
 		RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Hostname: ptr(gwv1.PreciseHostname("x.example"))}}}
 	redirectF := gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Scheme: ptr("https")}}
-	cors := gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterCORS, CORS: &gwv1.HTTPCORSFilter{}}
 	backends := []gwv1.HTTPBackendRef{backend("web", 80)}
 	tests := []struct {
 		name    string
@@ -29,10 +28,9 @@ func TestUnsupportedFiltersAnswer500(t *testing.T) {
 		reason  string
 		message string
 	}{
-		{"CORS", []gwv1.HTTPRouteFilter{cors}, backends, string(gwv1.RouteReasonInvalidKind), `filter type "CORS" is not supported`},
 		{"ExternalAuth", []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterExternalAuth}}, backends, string(gwv1.RouteReasonInvalidKind), `filter type "ExternalAuth"`},
 		{"unknown type", []gwv1.HTTPRouteFilter{{Type: "Compress"}}, backends, string(gwv1.RouteReasonInvalidKind), `filter type "Compress"`},
-		{"CORS beats a redirect", []gwv1.HTTPRouteFilter{redirectF, cors}, nil, string(gwv1.RouteReasonInvalidKind), `"CORS"`},
+		{"ExternalAuth beats a redirect", []gwv1.HTTPRouteFilter{redirectF, {Type: gwv1.HTTPRouteFilterExternalAuth}}, nil, string(gwv1.RouteReasonInvalidKind), `"ExternalAuth"`},
 		{"ExtensionRef beats a redirect", []gwv1.HTTPRouteFilter{redirectF, {Type: gwv1.HTTPRouteFilterExtensionRef,
 			ExtensionRef: &gwv1.LocalObjectReference{Group: "example.com", Kind: "Auth", Name: "a"}}}, nil, string(gwv1.RouteReasonInvalidKind), "example.com/Auth"},
 		{"backendRef filters", nil, []gwv1.HTTPBackendRef{withFilter}, string(gwv1.RouteReasonUnsupportedValue), `backendRefs[0]: filter type "RequestRedirect" is not supported on backendRefs`},

@@ -55,6 +55,7 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		fs      ruleFilters
 		redir   *ir.Redirect
 		rewrite *ir.URLRewrite
+		cors    *ir.CORS
 	)
 	for i := range rule.Filters {
 		f := &rule.Filters[i]
@@ -72,6 +73,12 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 				break
 			}
 			rewrite, err = urlRewrite(f.URLRewrite, prefixOnly)
+		case gwv1.HTTPRouteFilterCORS:
+			if cors != nil {
+				err = unsupported("CORS may be used once per rule")
+				break
+			}
+			cors, err = corsPolicy(f.CORS)
 		default:
 			err = t.applyFilter(rs, &fs, filterFields{string(f.Type), f.RequestHeaderModifier, f.ResponseHeaderModifier, f.RequestMirror, f.ExtensionRef, nil})
 		}
@@ -116,7 +123,7 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 		return b.BackendRef, httpBackendFilters(b)
 	})
 
-	tmpl := ir.Route{RequestHeaders: fs.reqHdr, ResponseHeaders: fs.respHdr}
+	tmpl := ir.Route{RequestHeaders: fs.reqHdr, ResponseHeaders: fs.respHdr, CORS: cors}
 	clusters := fs.clusters
 	switch {
 	case fs.blocked:
@@ -283,6 +290,7 @@ var httpRouteKind = routeKind{
 		features.SupportHTTPRouteBackendURLRewrite,
 		features.SupportHTTPRouteBackendProtocolWebSocket,
 		features.SupportHTTPRouteBackendTimeout,
+		features.SupportHTTPRouteCORS,
 		features.SupportHTTPRouteDestinationPortMatching,
 		features.SupportHTTPRouteHostRewrite,
 		features.SupportHTTPRouteMethodMatching,

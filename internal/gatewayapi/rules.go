@@ -122,7 +122,8 @@ func (t *translator) applyFilter(rs *routeState, fs *ruleFilters, f filterFields
 		fs.blocked = true
 		rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), extensionMessage(f.extensionRef))
 	default:
-		// CORS, ExternalAuth and types unknown to Portico.
+		// ExternalAuth and types unknown to Portico (CORS is an HTTPRoute
+		// filter: httproute.go).
 		fs.blocked = true
 		rs.rules.unresolvedRef(string(gwv1.RouteReasonInvalidKind), unsupportedFilterMessage(f.typ))
 	}

@@ -40,11 +40,11 @@
 //     PartiallyInvalid=True ("Dropped Rule ...") when at least one rule is
 //     valid, and is not Accepted (UnsupportedValue or IncompatibleFilters)
 //     when none is.
-//   - A filter Portico cannot apply (ExtensionRef, CORS, ExternalAuth, a
-//     filter type it does not know, filters on backendRefs) is never
-//     skipped: the specification requires it for unresolvable ExtensionRefs
-//     and skipping an authentication or CORS filter would let requests
-//     through unchecked. Requests of its rule (of its backend, for
+//   - A filter Portico cannot apply (ExtensionRef, ExternalAuth, a filter
+//     type it does not know, filters on backendRefs other than header
+//     modifiers and URLRewrite) is never skipped: the specification
+//     requires it for unresolvable ExtensionRefs and skipping an
+//     authentication filter would let requests through unchecked. Requests of its rule (of its backend, for
 //     backendRef filters) are answered with 500, the rule is not dropped,
 //     and ResolvedRefs=False (InvalidKind; UnsupportedValue for backendRef
 //     filters) names the filter. For filter types unknown to the API the

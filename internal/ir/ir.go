@@ -189,10 +189,36 @@ type Route struct {
 	Match           Match
 	RequestHeaders  *HeaderModifier
 	ResponseHeaders *HeaderModifier
+	// CORS answers CORS preflight requests and adds the CORS headers to
+	// the responses of cross-origin requests; nil for none.
+	CORS *CORS
 	// Exactly one of the actions is set.
 	Redirect       *Redirect
 	DirectResponse *DirectResponse
 	Forward        *Forward
+}
+
+// CORS is the cross-origin resource sharing policy of a route (an
+// HTTPRoute CORS filter).
+type CORS struct {
+	// AllowOrigins are the origins allowed: each matches the Origin
+	// header in any letter case, Exact, or Regex (an RE2 expression of
+	// the whole value).
+	AllowOrigins []OriginMatch
+	// AllowMethods, AllowHeaders and ExposeHeaders are the values of
+	// their Access-Control-* headers; "*" may be one of them.
+	AllowMethods  []string
+	AllowHeaders  []string
+	ExposeHeaders []string
+	// MaxAgeSeconds is Access-Control-Max-Age.
+	MaxAgeSeconds    int32
+	AllowCredentials bool
+}
+
+// OriginMatch matches an Origin header value.
+type OriginMatch struct {
+	Exact string
+	Regex string
 }
 
 // PathMatchType is how a path is matched.

@@ -386,7 +386,7 @@ func (t *translator) newHCM(statPrefix string, router *anypb.Any) *hcmv3.HttpCon
 	return &hcmv3.HttpConnectionManager{
 		CodecType:  hcmv3.HttpConnectionManager_AUTO,
 		StatPrefix: statPrefix,
-		HttpFilters: []*hcmv3.HttpFilter{{
+		HttpFilters: []*hcmv3.HttpFilter{corsFilter, {
 			Name:       wellknown.Router,
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: proto.CloneOf(router)},
 		}},

@@ -12,6 +12,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/portico-dev/portico/internal/ir"
@@ -372,6 +374,13 @@ func (t *translator) route(r *ir.Route) (*routev3.Route, error) {
 	}
 	if out.ResponseHeadersToAdd, out.ResponseHeadersToRemove, err = headerMutations(r.ResponseHeaders); err != nil {
 		return nil, fmt.Errorf("response headers: %w", err)
+	}
+	if r.CORS != nil {
+		a, err := corsPolicy(r.CORS)
+		if err != nil {
+			return nil, err
+		}
+		out.TypedPerFilterConfig = map[string]*anypb.Any{wellknown.CORS: a}
 	}
 	actions := 0
 	for _, set := range []bool{r.Redirect != nil, r.DirectResponse != nil, r.Forward != nil} {

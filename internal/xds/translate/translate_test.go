@@ -168,7 +168,9 @@ func TestHTTPListener(t *testing.T) {
 	if rds.RouteConfigName != "default/gw/http-80" || rds.ConfigSource.GetAds() == nil || rds.ConfigSource.ResourceApiVersion != corev3.ApiVersion_V3 {
 		t.Errorf("rds = %v", rds)
 	}
-	if len(h.HttpFilters) != 1 || h.HttpFilters[0].Name != wellknown.Router || h.HttpFilters[0].GetTypedConfig().GetTypeUrl() != "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" {
+	// CORS (per-route policies; a no-op without), then the router.
+	if len(h.HttpFilters) != 2 || h.HttpFilters[0].Name != wellknown.CORS || h.HttpFilters[1].Name != wellknown.Router ||
+		h.HttpFilters[1].GetTypedConfig().GetTypeUrl() != "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" {
 		t.Errorf("http filters = %v", h.HttpFilters)
 	}
 	if !h.UseRemoteAddress.GetValue() || !h.NormalizePath.GetValue() || !h.MergeSlashes ||
