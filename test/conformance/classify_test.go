@@ -345,6 +345,28 @@ func TestSkipListMatchesSuiteSource(t *testing.T) {
 		conformanceVersion(), len(tests.ConformanceTests), len(statusOnly), len(statusOnlyClaimed), len(trafficClaimed), len(unrunnableTests))
 	t.Logf("status-only tests run: %s", strings.Join(statusOnlyClaimed, ", "))
 	t.Logf("traffic tests run: %s", strings.Join(sets.List(sets.New(trafficClaimed...).Difference(seen)), ", "))
+	// Every Gateway-side feature is claimed: a test that does not run
+	// needs a mesh feature.
+	meshFeatures := sets.New[string]()
+	for _, f := range append(features.MeshCoreFeatures.UnsortedList(), features.MeshExtendedFeatures.UnsortedList()...) {
+		meshFeatures.Insert(string(f.Name))
+	}
+	var notRun []string
+	for _, ct := range tests.ConformanceTests {
+		if suite[ct.ShortName].enabled {
+			continue
+		}
+		notRun = append(notRun, ct.ShortName)
+		mesh := false
+		for _, f := range ct.Features {
+			mesh = mesh || meshFeatures.Has(string(f))
+		}
+		if !mesh {
+			t.Errorf("%s does not run (features %v) and is no mesh test: a Gateway-side feature is not claimed", ct.ShortName, ct.Features)
+		}
+	}
+	sort.Strings(notRun)
+	t.Logf("not run (mesh): %d: %s", len(notRun), strings.Join(notRun, ", "))
 	unclaimed := sets.New(statusOnly...).Difference(sets.New(statusOnlyClaimed...))
 	t.Logf("status-only tests of unclaimed features: %s", strings.Join(sets.List(unclaimed), ", "))
 }

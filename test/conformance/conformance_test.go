@@ -547,7 +547,8 @@ func annotateReport(path string, full bool, published []gwv1.SupportedFeature, r
 	}
 	line("Skipped (%d):", len(o.skipped))
 	list(o.skipped, func(n string) string { return skips[n] })
-	line("Not run: %d tests need features Portico does not claim.", len(o.notRun))
+	line("Not run (%d; they need features Portico does not claim, the mesh profile's):", len(o.notRun))
+	list(o.notRun, nil)
 	if len(blocked) > 0 {
 		line("Pods the local data plane did not run:")
 		list(blocked, nil)
