@@ -168,15 +168,48 @@ func listenerSetListener(l *gwv1.ListenerEntryStatus) (gwv1.SectionName, *[]meta
 // all of our entries.
 func mergeRoute(live gwv1.RouteStatus, desired *gwv1.RouteStatus, controller gwv1.GatewayController, now metav1.Time) gwv1.RouteStatus {
 	var want []gwv1.RouteParentStatus
-	var keys []refs.Entry
 	if desired != nil {
-		for _, d := range desired.Parents {
-			d = *d.DeepCopy()
-			d.ControllerName = controller
-			d.ParentRef = refs.StoredParentRef(d.ParentRef)
-			want = append(want, d)
-			keys = append(keys, refs.EntryOf(d.ParentRef))
-		}
+		want = desired.Parents
+	}
+	return gwv1.RouteStatus{Parents: mergeEntries(live.Parents, want, routeParentFields, controller, now, 0)}
+}
+
+// entryFields are the fields of a status entry of type E (a route's
+// parent, a policy's ancestor) that mergeEntries reads and sets.
+type entryFields[E any] struct {
+	ref        func(*E) *gwv1.ParentReference
+	controller func(*E) *gwv1.GatewayController
+	conditions func(*E) *[]metav1.Condition
+	deepCopy   func(*E) *E
+}
+
+var routeParentFields = entryFields[gwv1.RouteParentStatus]{
+	ref:        func(e *gwv1.RouteParentStatus) *gwv1.ParentReference { return &e.ParentRef },
+	controller: func(e *gwv1.RouteParentStatus) *gwv1.GatewayController { return &e.ControllerName },
+	conditions: func(e *gwv1.RouteParentStatus) *[]metav1.Condition { return &e.Conditions },
+	deepCopy:   (*gwv1.RouteParentStatus).DeepCopy,
+}
+
+var policyAncestorFields = entryFields[gwv1.PolicyAncestorStatus]{
+	ref:        func(e *gwv1.PolicyAncestorStatus) *gwv1.ParentReference { return &e.AncestorRef },
+	controller: func(e *gwv1.PolicyAncestorStatus) *gwv1.GatewayController { return &e.ControllerName },
+	conditions: func(e *gwv1.PolicyAncestorStatus) *[]metav1.Condition { return &e.Conditions },
+	deepCopy:   (*gwv1.PolicyAncestorStatus).DeepCopy,
+}
+
+// mergeEntries is the merge of mergeRoute and mergePolicy: controller's
+// live entries are replaced by the desired ones of the same reference
+// (refs.EntryOf), in the live order, others' kept as they are, desired
+// entries for new references appended while the list holds fewer than
+// limit (0: no limit).
+func mergeEntries[E any](live, desired []E, f entryFields[E], controller gwv1.GatewayController, now metav1.Time, limit int) []E {
+	want := make([]E, len(desired))
+	keys := make([]refs.Entry, len(desired))
+	for i := range desired {
+		d := f.deepCopy(&desired[i])
+		*f.controller(d) = controller
+		*f.ref(d) = refs.StoredParentRef(*f.ref(d))
+		want[i], keys[i] = *d, refs.EntryOf(*f.ref(d))
 	}
 	used := make([]bool, len(want))
 	find := func(ref gwv1.ParentReference) int {
@@ -188,27 +221,28 @@ func mergeRoute(live gwv1.RouteStatus, desired *gwv1.RouteStatus, controller gwv
 		}
 		return -1
 	}
-	var out gwv1.RouteStatus
-	for _, p := range live.Parents {
-		if p.ControllerName != controller {
-			out.Parents = append(out.Parents, *p.DeepCopy())
+	var out []E
+	for j := range live {
+		e := &live[j]
+		if *f.controller(e) != controller {
+			out = append(out, *f.deepCopy(e))
 			continue
 		}
-		i := find(p.ParentRef)
+		i := find(*f.ref(e))
 		if i < 0 {
-			continue // a parentRef we no longer serve
+			continue // a reference we no longer serve
 		}
 		used[i] = true
 		d := want[i]
-		d.Conditions = mergeConditions(p.Conditions, d.Conditions, now)
-		out.Parents = append(out.Parents, d)
+		*f.conditions(&d) = mergeConditions(*f.conditions(e), *f.conditions(&d), now)
+		out = append(out, d)
 	}
 	for i, d := range want {
-		if used[i] {
+		if used[i] || (limit > 0 && len(out) >= limit) {
 			continue
 		}
-		d.Conditions = mergeConditions(nil, d.Conditions, now)
-		out.Parents = append(out.Parents, d)
+		*f.conditions(&d) = mergeConditions(nil, *f.conditions(&d), now)
+		out = append(out, d)
 	}
 	return out
 }
@@ -261,47 +295,12 @@ const maxAncestors = 16
 // spec: a full list takes no more). A nil desired removes all of ours.
 func mergePolicy(live gwv1.PolicyStatus, desired *gwv1.PolicyStatus, controller gwv1.GatewayController, now metav1.Time) gwv1.PolicyStatus {
 	var want []gwv1.PolicyAncestorStatus
-	var keys []refs.Entry
 	if desired != nil {
-		for _, d := range desired.Ancestors {
-			d = *d.DeepCopy()
-			d.ControllerName = controller
-			d.AncestorRef = refs.StoredParentRef(d.AncestorRef)
-			want = append(want, d)
-			keys = append(keys, refs.EntryOf(d.AncestorRef))
-		}
+		want = desired.Ancestors
 	}
-	used := make([]bool, len(want))
-	find := func(ref gwv1.ParentReference) int {
-		k := refs.EntryOf(ref)
-		for i := range want {
-			if !used[i] && keys[i] == k {
-				return i
-			}
-		}
-		return -1
-	}
-	out := gwv1.PolicyStatus{Ancestors: []gwv1.PolicyAncestorStatus{}}
-	for _, a := range live.Ancestors {
-		if a.ControllerName != controller {
-			out.Ancestors = append(out.Ancestors, *a.DeepCopy())
-			continue
-		}
-		i := find(a.AncestorRef)
-		if i < 0 {
-			continue // an ancestor the policy no longer has
-		}
-		used[i] = true
-		d := want[i]
-		d.Conditions = mergeConditions(a.Conditions, d.Conditions, now)
-		out.Ancestors = append(out.Ancestors, d)
-	}
-	for i, d := range want {
-		if used[i] || len(out.Ancestors) >= maxAncestors {
-			continue
-		}
-		d.Conditions = mergeConditions(nil, d.Conditions, now)
-		out.Ancestors = append(out.Ancestors, d)
+	out := gwv1.PolicyStatus{Ancestors: mergeEntries(live.Ancestors, want, policyAncestorFields, controller, now, maxAncestors)}
+	if out.Ancestors == nil {
+		out.Ancestors = []gwv1.PolicyAncestorStatus{}
 	}
 	return out
 }
