@@ -63,9 +63,11 @@ func corsPolicy(f *gwv1.HTTPCORSFilter) (*ir.CORS, *ruleError) {
 	for _, h := range f.ExposeHeaders {
 		out.ExposeHeaders = appendUnique(out.ExposeHeaders, string(h), true)
 	}
+	// Methods and header names are RFC 7230 tokens (or "*"): they are
+	// joined into header values.
 	for _, vs := range [][]string{out.AllowMethods, out.AllowHeaders, out.ExposeHeaders} {
 		for _, v := range vs {
-			if v == "" || strings.ContainsAny(v, ",\r\n") {
+			if v != "*" && !validHeaderName(v) {
 				return nil, unsupported("CORS: %q is not a method or header name", v)
 			}
 		}
@@ -119,6 +121,9 @@ func originMatch(origin string) (ir.OriginMatch, *ruleError) {
 		b.WriteString("(:" + defaultPort + ")?")
 	default:
 		b.WriteString(":" + port)
+	}
+	if err := validRegex(b.String()); err != nil {
+		return ir.OriginMatch{}, unsupported("CORS: allowOrigins %q: %v", origin, err)
 	}
 	return ir.OriginMatch{Regex: b.String()}, nil
 }

@@ -24,6 +24,7 @@ func FuzzTranslate(f *testing.F) {
 	f.Add("example.com", "*.example.com", "//", "(", int32(0), int32(-1), int32(-5), ":path", "nope", uint8(2))
 	f.Add("*", "10.0.0.1", "api", "(?=x)", int32(70000), int32(65536), int32(1<<30), "", "http", uint8(3))
 	f.Add("FOO.example.com", "foo.example.com.", "/a/", `\`, int32(80), int32(8080), int32(2), "x y", "http", uint8(255))
+	f.Add("app.example.com", "https://*.example.com", "/x", "/y", int32(80), int32(80), int32(3), "GET", "X-Token", uint8(128))
 	f.Fuzz(func(t *testing.T, listenerHost, routeHost, path, regex string, port, backendPort, weight int32, header, section string, variant uint8) {
 		snap := fuzzSnapshot(listenerHost, routeHost, path, regex, port, backendPort, weight, header, section, variant)
 		res := Translate(snap, Options{ControllerName: testController})
@@ -79,6 +80,17 @@ func fuzzSnapshot(listenerHost, routeHost, path, regex string, port, backendPort
 		rule.Filters = append(rule.Filters,
 			gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gwv1.HTTPHeaderFilter{Set: []gwv1.HTTPHeader{h}, Remove: []string{path}}},
 			gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: &gwv1.HTTPHeaderFilter{Add: []gwv1.HTTPHeader{h}}})
+	}
+	if variant&128 != 0 {
+		// A CORS policy and a backend's own URLRewrite (a split by path)
+		// with fuzzed values.
+		rule.Filters = append(rule.Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterCORS, CORS: &gwv1.HTTPCORSFilter{
+			AllowOrigins: []gwv1.CORSOrigin{gwv1.CORSOrigin(routeHost), gwv1.CORSOrigin("https://" + listenerHost)},
+			AllowMethods: []gwv1.HTTPMethodWithWildcard{gwv1.HTTPMethodWithWildcard(header)}, AllowHeaders: []gwv1.HTTPHeaderName{gwv1.HTTPHeaderName(section)},
+			MaxAge: weight, AllowCredentials: ptr(variant&1 == 0)}})
+		rule.BackendRefs[0].Filters = []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterURLRewrite, URLRewrite: &gwv1.HTTPURLRewriteFilter{
+			Hostname: ptr(gwv1.PreciseHostname(listenerHost)),
+			Path:     &gwv1.HTTPPathModifier{Type: gwv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr(regex)}}}}
 	}
 	if variant&32 != 0 {
 		rule.Retry = &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{gwv1.HTTPRouteRetryStatusCode(backendPort)},
