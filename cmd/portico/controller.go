@@ -18,7 +18,6 @@ import (
 	"github.com/portico-dev/portico/internal/leader"
 	"github.com/portico-dev/portico/internal/pipeline"
 	"github.com/portico-dev/portico/internal/status"
-	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
 // Defaults of the admin and debug addresses of controller and standalone:
@@ -37,10 +36,6 @@ func listenerAddr(lis net.Listener) string {
 	}
 	return lis.Addr().String()
 }
-
-// routeSplitUsage documents --route-split of controller and standalone.
-const routeSplitUsage = "route tables of plaintext HTTP listeners: none (one per listener) or hostname " +
-	"(one per hostname, selected by Envoy scoped RDS on the exact Host; see README)"
 
 // controllerCmd runs Portico against a Kubernetes cluster: every replica
 // watches, translates and serves xDS; the holder of the leader Lease writes
@@ -78,7 +73,6 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		"false: plaintext, on loopback unless --xds-address, TLS private keys withheld unless --xds-unauthenticated-secrets")
 	var sans stringList
 	fs.Var(&sans, "xds-extra-san", "extra DNS name or IP of the xDS serving certificate (repeatable)")
-	routeSplit := fs.String("route-split", string(translate.RouteSplitNone), routeSplitUsage)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -86,11 +80,6 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "portico controller: --log-level: %v\n", err)
-		return exitUsage
-	}
-	split, err := translate.ParseRouteSplit(*routeSplit)
-	if err != nil {
-		fmt.Fprintf(stderr, "portico controller: --route-split: %v\n", err)
 		return exitUsage
 	}
 	if err := xf.check(); err != nil {
@@ -163,7 +152,6 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		XDSExtraSANs:      sans,
 		XDSServiceAddress: *xdsService,
 		ProxyAgentImage:   *agentImage,
-		RouteSplit:        split,
 		MaxRouteExpansion: maxRoute, MaxGatewayExpansion: maxGateway,
 		Log: log,
 	})

@@ -16,7 +16,6 @@ import (
 	"github.com/portico-dev/portico/internal/pipeline"
 	"github.com/portico-dev/portico/internal/provider/file"
 	"github.com/portico-dev/portico/internal/xds/server"
-	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
 // shutdownTimeout bounds the wait for every component to stop; it exceeds
@@ -55,7 +54,6 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	budgets := addBudgetFlags(fs)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	debounce := fs.Duration("debounce", file.DefaultDebounce, "quiet period after a file change before reloading (editors write in bursts)")
-	routeSplit := fs.String("route-split", string(translate.RouteSplitNone), routeSplitUsage)
 	loadLimits := addLoadFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -68,11 +66,6 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "portico standalone: --log-level: %v\n", err)
-		return exitUsage
-	}
-	split, err := translate.ParseRouteSplit(*routeSplit)
-	if err != nil {
-		fmt.Fprintf(stderr, "portico standalone: --route-split: %v\n", err)
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
@@ -89,7 +82,6 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		MaxGatewayExpansion: maxGateway,
 		ControllerName:      *controller,
 		XDS:                 xdsServer,
-		XDSOptions:          translate.Options{RouteSplit: split},
 		Metrics:             m,
 		Log:                 log,
 	})

@@ -29,7 +29,6 @@ import (
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/status"
 	xdsserver "github.com/portico-dev/portico/internal/xds/server"
-	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
 // Defaults of the status writer's client-side rate limits. Status writes
@@ -103,9 +102,6 @@ type Options struct {
 	// XDSSecurity: client certificate lifetime, connection age, and
 	// Secrets over plaintext (see XDSSecurity).
 	XDSSecurity XDSSecurity
-	// RouteSplit is how HTTP listeners' route tables are cut (see
-	// translate.RouteSplit); empty means translate.RouteSplitNone.
-	RouteSplit translate.RouteSplit
 	// MaxRouteExpansion and MaxGatewayExpansion are the budgets of
 	// gatewayapi.Options (0: the defaults).
 	MaxRouteExpansion, MaxGatewayExpansion int
@@ -215,7 +211,6 @@ func New(opts Options) (*Controller, error) {
 		Debounce:            opts.Debounce,
 		MaxDelay:            opts.MaxDelay,
 		XDS:                 c.xds,
-		XDSOptions:          translate.Options{RouteSplit: opts.RouteSplit},
 		Status:              c.writer,
 		MaxRouteExpansion:   opts.MaxRouteExpansion,
 		MaxGatewayExpansion: opts.MaxGatewayExpansion,

@@ -58,7 +58,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 // The streamed document is byte for byte the rendered one, for every
-// golden case, with and without a route split, and so are the statuses.
+// golden case, and so are the statuses.
 func TestStreamEqualsRender(t *testing.T) {
 	inputs, err := filepath.Glob(filepath.Join("testdata", "*.in.yaml"))
 	if err != nil || len(inputs) < minGoldenCases {
@@ -66,8 +66,8 @@ func TestStreamEqualsRender(t *testing.T) {
 	}
 	wire := 0
 	for _, in := range inputs {
-		for _, split := range []translate.RouteSplit{translate.RouteSplitNone, translate.RouteSplitHostname} {
-			res, xds := translateCase(t, in, translate.Options{RouteSplit: split})
+		{
+			res, xds := translateCase(t, in, translate.Options{})
 			for _, r := range xds {
 				for _, rc := range r.Routes {
 					if len(rc.ProtoReflect().GetUnknown()) > 0 {
@@ -89,8 +89,8 @@ func TestStreamEqualsRender(t *testing.T) {
 						t.Fatalf("%s %s: %v", in, r.Gateway, err)
 					}
 					if !bytes.Equal(got.Bytes(), want) {
-						t.Errorf("%s %s (split %s, redact %v): stream differs (-render +stream):\n%s",
-							in, r.Gateway, split, redactSecrets, goldenDiff(want, got.Bytes()))
+						t.Errorf("%s %s (redact %v): stream differs (-render +stream):\n%s",
+							in, r.Gateway, redactSecrets, goldenDiff(want, got.Bytes()))
 					}
 				}
 			}

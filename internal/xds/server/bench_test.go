@@ -53,9 +53,9 @@ func largeGateway(n int, path0 string) *ir.Gateway {
 // acknowledges each push: the cost of handing one change to the cache and
 // of the push it causes (b.N pushes are awaited).
 func BenchmarkUpdateRouteChange(b *testing.B) {
-	for _, split := range []translate.RouteSplit{translate.RouteSplitNone, translate.RouteSplitHostname} {
-		b.Run("split="+string(split), func(b *testing.B) {
-			x := translate.NewTranslatorWith(translate.Options{RouteSplit: split})
+	{
+		b.Run("vhds", func(b *testing.B) {
+			x := translate.NewTranslator()
 			var res [2]*translate.Resources
 			for i, p := range []string{"/a", "/b"} {
 				r, err := x.Translate(largeGateway(10000, p))

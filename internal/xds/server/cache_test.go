@@ -65,7 +65,7 @@ func randomGateway(rnd *rand.Rand) *ir.Gateway {
 func spoil(rnd *rand.Rand, r *translate.Resources) *translate.Resources {
 	out := &translate.Resources{Gateway: r.Gateway, Version: r.Version + "-x",
 		Listeners: r.Listeners, Routes: slices.Clone(r.Routes), Clusters: r.Clusters,
-		Endpoints: slices.Clone(r.Endpoints), Secrets: r.Secrets, ScopedRoutes: r.ScopedRoutes}
+		Endpoints: slices.Clone(r.Endpoints), Secrets: r.Secrets}
 	switch rnd.IntN(5) {
 	case 0:
 		if len(out.Endpoints) > 0 {
@@ -89,17 +89,12 @@ func spoil(rnd *rand.Rand, r *translate.Resources) *translate.Resources {
 
 // The cache's update check, which looks only at what an update touches,
 // agrees with go-control-plane's Snapshot.Consistent over all resources,
-// over random sequences of updates (with and without a route split, some
-// spoiled); and after each accepted update the LinearCaches hold exactly
+// over random sequences of updates (some spoiled); and after each accepted update the LinearCaches hold exactly
 // the update's resources.
 func TestCacheChecksLikeSnapshotConsistent(t *testing.T) {
 	for seed := range uint64(40) {
 		rnd := rand.New(rand.NewPCG(seed, 7))
-		opts := translate.Options{}
-		if seed%2 == 1 {
-			opts.RouteSplit = translate.RouteSplitHostname
-		}
-		x := translate.NewTranslatorWith(opts)
+		x := translate.NewTranslator()
 		s := New(nil, nil)
 		accepted, rejected := 0, 0
 		for step := range 30 {

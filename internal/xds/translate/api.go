@@ -7,10 +7,12 @@
 //
 // Route tables: every HTTPS filter chain gets its own RouteConfiguration
 // (served by RDS), and so does a plaintext HTTP listener, with one virtual
-// host per hostname. With Options.RouteSplit = RouteSplitHostname, an HTTP
-// listener may instead get one RouteConfiguration per hostname, selected by
-// Envoy's scoped RDS (split.go): a change of one route then sends that
-// hostname's table only, instead of the listener's whole table.
+// host per hostname. Each table is given in two forms with the same
+// virtual hosts (vhds.go): whole, in Routes, for state-of-the-world
+// clients; and as a table without virtual hosts that names VHDS, in
+// VHDSRoutes, with its virtual hosts as VHDS resources in VirtualHosts,
+// for delta clients (every Portico proxy): a change of one route then
+// sends that route's virtual host only.
 //
 // Forwarded connections and datagrams (tcp.go, udp.go): a TCP route
 // (of a TLS or TCP route) is the tcp_proxy filter of its chain, on a TCP
@@ -75,9 +77,13 @@ type Resources struct {
 	// endpoints kept encoded, like Routes' virtual hosts.
 	Endpoints []types.Resource
 	Secrets   []types.Resource // *tlsv3.Secret
-	// ScopedRoutes are the routing scopes of listeners split by hostname
-	// (Options.RouteSplit); empty otherwise.
-	ScopedRoutes []types.Resource // *routev3.ScopedRouteConfiguration
+	// VHDSRoutes are Routes in their VHDS form: each table without its
+	// virtual hosts, naming VHDS as their source (vhds.go), served as RDS
+	// resources to delta clients in place of Routes.
+	VHDSRoutes []types.Resource // *routev3.RouteConfiguration
+	// VirtualHosts are the virtual hosts of Routes as VHDS resources,
+	// named "<route config>/<domain>", in wire form like Routes.
+	VirtualHosts []types.Resource // *routev3.VirtualHost
 	// Problems are the routes and listeners of the IR left out because
 	// Envoy would refuse them, sorted; the rest is served.
 	Problems []Problem
@@ -87,43 +93,14 @@ type Resources struct {
 	// Resources were not built by this package.
 	entries *[numTypes][]*entry
 	hashes  *[numTypes]hash
-	// scoped: translated with a route split, so the proxy may hold scoped
-	// routes (ByType lists their type even when there are none).
-	scoped bool
-}
-
-// RouteSplit says how the route table of a plaintext HTTP listener is cut
-// into RouteConfigurations.
-type RouteSplit string
-
-const (
-	// RouteSplitNone: one RouteConfiguration per HTTP listener, with a
-	// virtual host per hostname (the default).
-	RouteSplitNone RouteSplit = "none"
-	// RouteSplitHostname: one RouteConfiguration per hostname, selected by
-	// scoped RDS on the request's host, for the HTTP listener that can be
-	// split (see split.go).
-	RouteSplitHostname RouteSplit = "hostname"
-)
-
-// ParseRouteSplit parses a RouteSplit; "" is RouteSplitNone.
-func ParseRouteSplit(s string) (RouteSplit, error) {
-	switch RouteSplit(s) {
-	case "", RouteSplitNone:
-		return RouteSplitNone, nil
-	case RouteSplitHostname:
-		return RouteSplitHostname, nil
-	}
-	return "", fmt.Errorf("unknown route split %q (want %q or %q)", s, RouteSplitNone, RouteSplitHostname)
 }
 
 // Options change how the IR is translated. The zero value is the default.
-type Options struct {
-	// RouteSplit: see RouteSplitHostname. Empty means RouteSplitNone.
-	RouteSplit RouteSplit
-}
+type Options struct{}
 
-func (o Options) splitByHost() bool { return o.RouteSplit == RouteSplitHostname }
+// VHDSRouteType is the key of VHDSRoutes for Diff, ResourceVersions and
+// Has: they are RDS resources (resourcev3.RouteType) on the wire.
+const VHDSRouteType = resourcev3.RouteType + "#vhds"
 
 // Indexes of the types in allTypes.
 const (
@@ -132,7 +109,8 @@ const (
 	clusterIdx
 	endpointIdx
 	secretIdx
-	scopedRouteIdx
+	vhdsRouteIdx
+	virtualHostIdx
 	numTypes
 )
 
@@ -146,9 +124,10 @@ var typeOrder = []resourcev3.Type{
 	resourcev3.SecretType,
 }
 
-// allTypes are typeOrder and the scoped routes, which only Gateways with a
-// listener split by hostname have: the order of All.
-var allTypes = append(typeOrder[:len(typeOrder):len(typeOrder)], resourcev3.ScopedRouteType)
+// allTypes are typeOrder and the VHDS forms of the route tables, which
+// are derived from Routes and so not part of the Gateway's version, nor of
+// ByType and All.
+var allTypes = append(typeOrder[:len(typeOrder):len(typeOrder)], VHDSRouteType, resourcev3.VirtualHostType)
 
 func (r *Resources) set(t resourcev3.Type, s []types.Resource) {
 	switch t {
@@ -162,8 +141,10 @@ func (r *Resources) set(t resourcev3.Type, s []types.Resource) {
 		r.Endpoints = s
 	case resourcev3.SecretType:
 		r.Secrets = s
-	case resourcev3.ScopedRouteType:
-		r.ScopedRoutes = s
+	case VHDSRouteType:
+		r.VHDSRoutes = s
+	case resourcev3.VirtualHostType:
+		r.VirtualHosts = s
 	}
 }
 
@@ -179,24 +160,22 @@ func (r *Resources) slice(t resourcev3.Type) []types.Resource {
 		return r.Endpoints
 	case resourcev3.SecretType:
 		return r.Secrets
-	case resourcev3.ScopedRouteType:
-		return r.ScopedRoutes
+	case VHDSRouteType:
+		return r.VHDSRoutes
+	case resourcev3.VirtualHostType:
+		return r.VirtualHosts
 	}
 	return nil
 }
 
-// ByType returns the resources keyed by xDS type URL. Every type of
-// typeOrder is present, even when it has no resources, so that a snapshot
-// built from it clears stale resources of that type on the proxy; so are
-// scoped routes when there are some or the Resources were translated with a
-// route split.
+// ByType returns the resources keyed by xDS type URL, route tables whole
+// (the state-of-the-world form). Every type of typeOrder is present, even
+// when it has no resources, so that a snapshot built from it clears stale
+// resources of that type on the proxy.
 func (r *Resources) ByType() map[resourcev3.Type][]types.Resource {
-	out := make(map[resourcev3.Type][]types.Resource, len(allTypes))
-	for _, t := range allTypes {
+	out := make(map[resourcev3.Type][]types.Resource, len(typeOrder))
+	for _, t := range typeOrder {
 		s := r.slice(t)
-		if t == resourcev3.ScopedRouteType && len(s) == 0 && !r.scoped {
-			continue
-		}
 		if s == nil {
 			s = []types.Resource{}
 		}
@@ -205,12 +184,12 @@ func (r *Resources) ByType() map[resourcev3.Type][]types.Resource {
 	return out
 }
 
-// All returns every resource: listeners, routes, clusters, endpoints,
-// secrets and scoped routes, in that order.
+// All returns every resource: listeners, routes (whole), clusters,
+// endpoints and secrets, in that order.
 func (r *Resources) All() []types.Resource {
-	n := len(r.Listeners) + len(r.Routes) + len(r.Clusters) + len(r.Endpoints) + len(r.Secrets) + len(r.ScopedRoutes)
+	n := len(r.Listeners) + len(r.Routes) + len(r.Clusters) + len(r.Endpoints) + len(r.Secrets)
 	out := make([]types.Resource, 0, n)
-	for _, t := range allTypes {
+	for _, t := range typeOrder {
 		out = append(out, r.slice(t)...)
 	}
 	return out
@@ -218,7 +197,7 @@ func (r *Resources) All() []types.Resource {
 
 // Snapshot builds a go-control-plane snapshot of the resources, versioned
 // with r.Version, and checks that it is consistent (every RDS and EDS
-// resource referenced by a listener, scoped route or cluster is present,
+// resource referenced by a listener or cluster is present,
 // and no other).
 //
 // For Resources built by this package, the snapshot carries the version of
@@ -244,8 +223,8 @@ func (r *Resources) VersionMap() map[string]map[string]string {
 	if r.entries == nil {
 		return nil
 	}
-	out := make(map[string]map[string]string, numTypes)
-	for _, t := range allTypes {
+	out := make(map[string]map[string]string, len(typeOrder))
+	for _, t := range typeOrder {
 		out[t] = r.ResourceVersions(t)
 	}
 	return out

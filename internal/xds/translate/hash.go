@@ -22,8 +22,9 @@ import (
 //	hash(route config) = sha256(len ‖ encoding of the RouteConfiguration without virtual hosts ‖ hash(virtual host)…)
 //
 // The version of a Gateway is the sha256, cut to versionLen hex characters,
-// of the type URL and the hash of each resource type (scoped routes only
-// when there are some), the hash of a type being the sha256 of the name and
+// of the type URL and the hash of each resource type of typeOrder (the
+// VHDS forms of route tables are derived from Routes and left out), the
+// hash of a type being the sha256 of the name and
 // hash of each of its resources, in name order. Equal content gives equal versions on every replica; a change of
 // content changes the hash of the resource and the version.
 
@@ -103,18 +104,12 @@ func (hs *hasher) typeHash(entries []*entry) hash {
 }
 
 // gatewayVersion is the version of a Gateway from the hashes of its
-// resource types, in typeOrder, followed by the scoped routes' when scoped
-// (the Gateway has some): Gateways without scoped routes keep the versions
-// they had before that type existed.
-func gatewayVersion(types *[numTypes]hash, scoped bool) string {
+// resource types, in typeOrder.
+func gatewayVersion(types *[numTypes]hash) string {
 	h := sha256.New()
 	for i, t := range typeOrder {
 		h.Write([]byte(t))
 		h.Write(types[i][:])
-	}
-	if scoped {
-		h.Write([]byte(allTypes[scopedRouteIdx]))
-		h.Write(types[scopedRouteIdx][:])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:versionLen]
 }

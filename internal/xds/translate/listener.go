@@ -30,10 +30,9 @@ const (
 var alpnProtocols = []string{"h2", "http/1.1"}
 
 // listenersAndRoutes gives one Listener per ir.Listener and one
-// RouteConfiguration per distinct ir.RouteConfig of its filter chains, or,
-// for the listener split by hostname (split.go), one RouteConfiguration
-// and one ScopedRouteConfiguration per virtual host.
-func (t *translator) listenersAndRoutes() (listeners, routes, scopes []*entry, err error) {
+// RouteConfiguration per distinct ir.RouteConfig of its filter chains,
+// with the VHDS forms of the route configs and of their virtual hosts.
+func (t *translator) listenersAndRoutes() (listeners, routes, vhdsRoutes, vhosts []*entry, err error) {
 	rb := &routeBuilder{t: t, byName: map[string]*rcEntry{}}
 	var router *anypb.Any
 	names := map[string]bool{}
@@ -44,40 +43,38 @@ func (t *translator) listenersAndRoutes() (listeners, routes, scopes []*entry, e
 		udp  bool
 	}
 	ports := map[portKey]string{}
-	split := t.splitListener()
 	for _, l := range t.gw.Listeners {
 		if l == nil {
-			return nil, nil, nil, fmt.Errorf("nil listener")
+			return nil, nil, nil, nil, fmt.Errorf("nil listener")
 		}
 		name := t.scoped(l.Name)
 		if l.Name == "" || names[name] {
-			return nil, nil, nil, fmt.Errorf("listener name %q is empty or not unique", l.Name)
+			return nil, nil, nil, nil, fmt.Errorf("listener name %q is empty or not unique", l.Name)
 		}
 		names[name] = true
 		pk := portKey{l.Port, l.Protocol == ir.ProtocolUDP}
 		if other, ok := ports[pk]; ok {
-			return nil, nil, nil, fmt.Errorf("listeners %q and %q both use port %d", other, l.Name, l.Port)
+			return nil, nil, nil, nil, fmt.Errorf("listeners %q and %q both use port %d", other, l.Name, l.Port)
 		}
 		ports[pk] = l.Name
-		isSplit := l == split
-		if old := t.memo.listeners[name]; old != nil && old.split == isSplit && sameListener(old.src, l) {
+		if old := t.memo.listeners[name]; old != nil && sameListener(old.src, l) {
 			// The route configs are translated anyway (they may have
 			// changed); the listener refers to them by name only.
-			if err := t.checkReused(name, l, isSplit, rb); err != nil {
+			if err := t.checkReused(l, rb); err != nil {
 				t.listenerProblems = append(t.listenerProblems, Problem{Listener: l.Name, Err: err.Error()})
 				continue
 			}
-			t.next.listeners[name] = &listenerEntry{src: l, split: isSplit, entry: old.entry}
+			t.next.listeners[name] = &listenerEntry{src: l, entry: old.entry}
 			listeners = append(listeners, old.entry)
 			continue
 		}
 		if router == nil {
 			// Shared per-translation filter config: packed once, reused.
 			if router, err = toAny("router filter", &routerv3.Router{}); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 		}
-		ll, err := t.listener(name, l, isSplit, router, rb)
+		ll, err := t.listener(name, l, router, rb)
 		var e *entry
 		if err == nil {
 			e, err = t.resourceEntry(name, ll)
@@ -87,28 +84,26 @@ func (t *translator) listenersAndRoutes() (listeners, routes, scopes []*entry, e
 			t.listenerProblems = append(t.listenerProblems, Problem{Listener: l.Name, Err: err.Error()})
 			continue
 		}
-		t.next.listeners[name] = &listenerEntry{src: l, split: isSplit, entry: e}
+		t.next.listeners[name] = &listenerEntry{src: l, entry: e}
 		listeners = append(listeners, e)
 	}
-	if err := rb.checkSplitNames(); err != nil {
-		return nil, nil, nil, err
-	}
-	routes = make([]*entry, 0, len(rb.order)+len(rb.hostRoutes))
+	routes = make([]*entry, 0, len(rb.order))
+	vhdsRoutes = make([]*entry, 0, len(rb.order))
 	for _, e := range rb.order {
 		t.next.routeConfigs[e.name] = e
 		routes = append(routes, e.entry)
+		vhdsRoutes = append(vhdsRoutes, e.vhds)
+		for _, v := range e.vhosts {
+			vhosts = append(vhosts, v.vhds)
+		}
 	}
-	routes = append(routes, rb.hostRoutes...)
-	return listeners, routes, rb.scopes, nil
+	return listeners, routes, vhdsRoutes, vhosts, nil
 }
 
 // checkReused translates the route configs of a listener whose translation
 // is reused, and checks what its translation checked against the rest of
 // the Gateway: its certificates are among the Gateway's secrets.
-func (t *translator) checkReused(name string, l *ir.Listener, split bool, rb *routeBuilder) error {
-	if split {
-		return rb.addSplit(name, l.FilterChains[0].RouteConfig)
-	}
+func (t *translator) checkReused(l *ir.Listener, rb *routeBuilder) error {
 	// In the order of listener: the same route configs are built before
 	// the same first failure.
 	for _, fc := range l.FilterChains {
@@ -137,7 +132,7 @@ func (t *translator) checkReused(name string, l *ir.Listener, split bool, rb *ro
 	return t.checkReusedUDP(l)
 }
 
-func (t *translator) listener(name string, l *ir.Listener, split bool, router *anypb.Any, rb *routeBuilder) (*listenerv3.Listener, error) {
+func (t *translator) listener(name string, l *ir.Listener, router *anypb.Any, rb *routeBuilder) (*listenerv3.Listener, error) {
 	if l.Protocol == ir.ProtocolUDP {
 		return t.udpListener(name, l)
 	}
@@ -159,13 +154,7 @@ func (t *translator) listener(name string, l *ir.Listener, split bool, router *a
 		if fc.RouteConfig == nil || fc.TCP != nil {
 			return nil, fmt.Errorf("filter chain %q: an HTTP listener's chain routes HTTP (a route config) and forwards no connections", fc.Name)
 		}
-		var hcm *listenerv3.Filter
-		var err error
-		if split {
-			hcm, err = t.scopedHCMFilter(name, statPrefix, fc, router, rb)
-		} else {
-			hcm, err = t.hcmFilter(statPrefix, fc, router, rb)
-		}
+		hcm, err := t.hcmFilter(statPrefix, fc, router, rb)
 		if err != nil {
 			return nil, err
 		}
@@ -453,11 +442,6 @@ type routeBuilder struct {
 	t      *translator
 	byName map[string]*rcEntry
 	order  []*rcEntry
-	// split is the translation of the listener split by hostname
-	// (addSplit), hostRoutes and scopes its route configs and scopes.
-	split      *splitMemo
-	hostRoutes []*entry
-	scopes     []*entry
 }
 
 // add translates rc (unless already done) and returns its RDS name,

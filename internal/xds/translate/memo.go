@@ -21,8 +21,8 @@ import (
 //     IR object as last time, or (virtual hosts) has the same name, domain
 //     and route objects, unless a cluster it names appeared or
 //     disappeared;
-//   - with the split by hostname, a hostname's route config is reused
-//     when its virtual host is, and its scope while the hostname stays;
+//   - the VHDS form of a virtual host is reused with the virtual host,
+//     and that of a route config made again with the route config;
 //   - listeners, clusters, load assignments and secrets are reused when
 //     their IR has the same content;
 //   - when the resulting version equals the previous one, the previous
@@ -136,9 +136,6 @@ type gatewayMemo struct {
 	routeConfigs map[string]*rcEntry       // by resource name
 	clusters     clusterMemo               // by cluster name
 	secrets      map[string]*secretEntry   // by secret name
-	// split is the translation of the listener split by hostname
-	// (split.go), if any.
-	split *splitMemo
 	// irClusters and irEndpoints are the cluster and load assignment
 	// entries in the order of src.Clusters.
 	irClusters, irEndpoints []*entry
@@ -162,8 +159,6 @@ func newGatewayMemo(gw *ir.Gateway) *gatewayMemo {
 // listenerEntry is a translated listener and the IR it came from.
 type listenerEntry struct {
 	src *ir.Listener
-	// split: its routes were split by hostname (scoped RDS).
-	split bool
 	*entry
 }
 
@@ -171,6 +166,8 @@ type listenerEntry struct {
 type rcEntry struct {
 	src *ir.RouteConfig
 	*entry
+	// vhds is the route config in its VHDS form (vhds.go).
+	vhds   *entry
 	vhosts map[string]*vhostEntry // by virtual host name
 }
 
@@ -188,6 +185,9 @@ type vhostEntry struct {
 	// wire is the virtual host's encoding, built from its routes' (see
 	// wire.go); no message of it is kept.
 	wire []byte
+	// vhds is the virtual host as a VHDS resource (vhds.go), made with the
+	// first route config that holds it.
+	vhds *entry
 	// dropped are the routes of src left out (Problem).
 	dropped []Problem
 }

@@ -56,9 +56,6 @@ func (t *translator) collectProblems() []Problem {
 	for _, rc := range t.next.routeConfigs {
 		add(rc)
 	}
-	if s := t.next.split; s != nil {
-		add(s.src)
-	}
 	if len(out) == 0 {
 		return nil
 	}

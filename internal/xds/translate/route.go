@@ -40,8 +40,8 @@ func (t *translator) routeConfiguration(name string, rc *ir.RouteConfig) (*rcEnt
 // routeTable translates the virtual hosts of rc, reusing those of old (the
 // previous translation of the same table) as routeConfiguration says.
 // With shell it also makes the RouteConfiguration holding them all
-// (rcEntry.entry); without, only the virtual hosts are translated, and
-// checked as they would be for one RouteConfiguration.
+// (rcEntry.entry) and its VHDS forms; without, only the virtual hosts are
+// translated, and checked as they would be for one RouteConfiguration.
 func (t *translator) routeTable(name string, rc *ir.RouteConfig, old *rcEntry, shell bool) (*rcEntry, error) {
 	if old != nil && !t.clustersChangedFor(old) {
 		if out, ok, err := t.routeConfigurationInPlace(name, rc, old, shell); ok || err != nil {
@@ -130,6 +130,9 @@ func (t *translator) routeConfigShell(name string, out *rcEntry) error {
 	}
 	h, err := t.hs.tree(shell, hashes)
 	if err != nil {
+		return err
+	}
+	if err := t.vhdsForms(shell, out, vhosts); err != nil {
 		return err
 	}
 	out.entry = newEntry(name, routeConfigWire(shell, vhosts), h)

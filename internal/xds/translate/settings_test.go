@@ -59,13 +59,12 @@ func clusterList(t *testing.T, rs []types.Resource) []*clusterv3.Cluster {
 	return out
 }
 
-// Without settings, every connection manager (HTTP, each HTTPS chain, a
-// listener split by hostname) logs JSON with the default fields and has
+// Without settings, every connection manager (HTTP, each HTTPS chain) logs JSON with the default fields and has
 // the default timeouts, and every cluster the default connect timeout
 // and circuit breakers.
 func TestDefaultSettings(t *testing.T) {
-	for _, opts := range []Options{{}, {RouteSplit: RouteSplitHostname}} {
-		res, err := TranslateWith(fullGateway(), opts)
+	{
+		res, err := TranslateWith(fullGateway(), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -121,7 +121,7 @@ func (t *translator) translate() (*Resources, error) {
 	if ents[secretIdx], err = t.secretResources(); err != nil {
 		return nil, err
 	}
-	if ents[listenerIdx], ents[routeIdx], ents[scopedRouteIdx], err = t.listenersAndRoutes(); err != nil {
+	if ents[listenerIdx], ents[routeIdx], ents[vhdsRouteIdx], ents[virtualHostIdx], err = t.listenersAndRoutes(); err != nil {
 		return nil, err
 	}
 	var hashes [numTypes]hash
@@ -138,14 +138,14 @@ func (t *translator) translate() (*Resources, error) {
 		}
 	}
 	t.next.ents, t.next.hashes = ents, hashes
-	v := gatewayVersion(&hashes, len(ents[scopedRouteIdx]) > 0)
+	v := gatewayVersion(&hashes)
 	problems := t.collectProblems()
 	if old := t.memo.res; old != nil && old.Version == v && slices.Equal(old.Problems, problems) {
 		// Nothing changed: the previous Resources serve as they are.
 		t.next.res = old
 		return old, nil
 	}
-	res := &Resources{Gateway: t.key, Version: v, Problems: problems, entries: &ents, hashes: &hashes, scoped: t.opts.splitByHost()}
+	res := &Resources{Gateway: t.key, Version: v, Problems: problems, entries: &ents, hashes: &hashes}
 	prev := t.memo.res
 	for i, typ := range allTypes {
 		if len(ents[i]) == 0 {

@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -464,7 +465,7 @@ func TestSecrets(t *testing.T) {
 func marshalAll(t testing.TB, res *Resources) [][]byte {
 	t.Helper()
 	var out [][]byte
-	for _, r := range res.All() {
+	for _, r := range slices.Concat(res.All(), res.VHDSRoutes, res.VirtualHosts) {
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
@@ -492,6 +493,9 @@ func identical(t *testing.T, got, want *Resources, what string) {
 		}
 	}
 	gv, wv := got.VersionMap(), want.VersionMap()
+	for _, typ := range []string{VHDSRouteType, resourcev3.VirtualHostType} {
+		gv[typ], wv[typ] = got.ResourceVersions(typ), want.ResourceVersions(typ)
+	}
 	for typ, m := range wv {
 		for name, v := range m {
 			if gv[typ][name] != v {
