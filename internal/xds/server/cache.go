@@ -19,20 +19,26 @@ import (
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
-// gatewayCache is the xDS cache of the server: one go-control-plane
-// LinearCache per Gateway and resource type, each holding the resources of
-// that type and Gateway by name. A watch goes to the LinearCache of its
-// node.cluster and type. An update hands each LinearCache only the
-// resources that were added, changed or removed (translate.Diff walks the
-// content hashes), so its cost follows the size of the change, not the
-// size of the Gateway: the LinearCache marshals and hashes the changed
-// resources only, and answers a watch with those only (delta) or with the
-// resources of the changed type (state of the world).
+// gatewayCache is the xDS cache of the server. Each Gateway has, per
+// resource type, a go-control-plane LinearCache for state-of-the-world
+// streams and a deltaCache (delta.go) for delta streams. An update hands
+// each only the resources that were added, changed or removed
+// (translate.Diff walks the content hashes), so its cost follows the size
+// of the change, not the size of the Gateway.
+//
+// Route tables are served in two forms (translate's vhds.go): delta
+// streams (every Portico proxy) get each table in VHDS form and its
+// virtual hosts by VHDS, so that a change of a route sends its virtual
+// host only; state-of-the-world streams, which cannot use VHDS, get the
+// whole tables. The LinearCache encodes what a state-of-the-world stream
+// is sent, and answers it with every resource of a changed type; the
+// deltaCache answers a delta stream with the changed resources only.
 //
 // Updates are applied in make-before-break order: first the additions and
-// changes, clusters and endpoints before listeners and routes, so that
-// nothing is referenced before it is sent; then the removals, listeners
-// and routes before what they referenced.
+// changes, clusters and endpoints before listeners and routes (virtual
+// hosts before their route configs), so that nothing is referenced before
+// it is sent; then the removals, listeners and routes before what they
+// referenced.
 //
 // A proxy of a Gateway that has no resources yet (not translated, or
 // removed) waits: its watches are started when the Gateway's resources are
@@ -51,7 +57,8 @@ type gatewayCache struct {
 
 // gatewayState is the cache of one Gateway.
 type gatewayState struct {
-	types map[string]*cachev3.LinearCache // by type URL, every servedType
+	types map[string]*cachev3.LinearCache // by type URL, every servedType (state of the world)
+	delta map[string]*deltaCache          // by type URL, every deltaTypes
 	// res are the resources set last; nil before the first set.
 	res *translate.Resources
 	// serving: resources are set and the Gateway was not removed since.
@@ -60,7 +67,7 @@ type gatewayState struct {
 	watches int
 	// pending are the watches waiting for the Gateway's first resources,
 	// with the function that starts each on its LinearCache.
-	pending map[*watchRef]func(*cachev3.LinearCache) (func(), error)
+	pending map[*watchRef]func(*gatewayState) (func(), error)
 	refs    refIndex
 }
 
@@ -76,13 +83,27 @@ type watchRef struct {
 var (
 	upsertOrder = []resourcev3.Type{
 		resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
-		resourcev3.RouteType, resourcev3.ScopedRouteType, resourcev3.ListenerType,
+		resourcev3.VirtualHostType, resourcev3.RouteType, resourcev3.ListenerType,
 	}
 	removeOrder = []resourcev3.Type{
-		resourcev3.ListenerType, resourcev3.ScopedRouteType, resourcev3.RouteType,
+		resourcev3.ListenerType, resourcev3.RouteType, resourcev3.VirtualHostType,
 		resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
 	}
 )
+
+// deltaTypes are the types served to delta streams: servedTypes and the
+// virtual hosts of VHDS.
+var deltaTypes = append(servedTypes[:len(servedTypes):len(servedTypes)], resourcev3.VirtualHostType)
+
+// deltaSource is the list of r a delta cache of type t is fed from: route
+// tables in VHDS form, the rest as they are. Resources without VHDS forms
+// (not built by the translate package) serve whole route tables.
+func deltaSource(t resourcev3.Type, r *translate.Resources) resourcev3.Type {
+	if t == resourcev3.RouteType && r.HasVHDS() {
+		return translate.VHDSRouteType
+	}
+	return t
+}
 
 var _ cachev3.Cache = (*gatewayCache)(nil)
 
@@ -93,30 +114,38 @@ func newGatewayCache(l log.Logger) *gatewayCache {
 // CreateWatch implements cachev3.ConfigWatcher for state-of-the-world
 // streams.
 func (c *gatewayCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
-	return c.watch(req.GetNode().GetCluster(), req.GetTypeUrl(), func(lc *cachev3.LinearCache) (func(), error) {
-		return lc.CreateWatch(req, sub, ch)
+	if !served(req.GetTypeUrl()) {
+		return c.unserved(req.GetNode().GetCluster(), req.GetTypeUrl())
+	}
+	return c.watch(req.GetNode().GetCluster(), req.GetTypeUrl(), func(g *gatewayState) (func(), error) {
+		return g.types[req.GetTypeUrl()].CreateWatch(req, sub, ch)
 	})
 }
 
 // CreateDeltaWatch implements cachev3.ConfigWatcher for delta streams.
 func (c *gatewayCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
-	return c.watch(req.GetNode().GetCluster(), req.GetTypeUrl(), func(lc *cachev3.LinearCache) (func(), error) {
-		return lc.CreateDeltaWatch(req, sub, ch)
+	if !slices.Contains(deltaTypes, req.GetTypeUrl()) {
+		return c.unserved(req.GetNode().GetCluster(), req.GetTypeUrl())
+	}
+	return c.watch(req.GetNode().GetCluster(), req.GetTypeUrl(), func(g *gatewayState) (func(), error) {
+		return g.delta[req.GetTypeUrl()].watch(req, sub, ch), nil
 	})
 }
 
-func (c *gatewayCache) watch(gw, typeURL string, start func(*cachev3.LinearCache) (func(), error)) (func(), error) {
-	if !served(typeURL) {
-		// Like an absent type of a snapshot: the watch never fires.
-		c.log.Warnf("watch of gateway %s for type %s, which is not served", gw, typeURL)
-		return func() {}, nil
-	}
+// unserved is the watch of a type that is not served: like an absent type
+// of a snapshot, it never fires.
+func (c *gatewayCache) unserved(gw, typeURL string) (func(), error) {
+	c.log.Warnf("watch of gateway %s for type %s, which is not served", gw, typeURL)
+	return func() {}, nil
+}
+
+func (c *gatewayCache) watch(gw, typeURL string, start func(*gatewayState) (func(), error)) (func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.gateway(gw)
 	w := &watchRef{typeURL: typeURL}
 	if g.serving {
-		cancel, err := start(g.types[typeURL])
+		cancel, err := start(g)
 		if err != nil {
 			c.dropIfIdle(gw, g)
 			return nil, err
@@ -150,10 +179,14 @@ func (c *gatewayCache) gateway(gw string) *gatewayState {
 	if g == nil {
 		g = &gatewayState{
 			types:   make(map[string]*cachev3.LinearCache, len(servedTypes)),
-			pending: map[*watchRef]func(*cachev3.LinearCache) (func(), error){},
+			delta:   make(map[string]*deltaCache, len(deltaTypes)),
+			pending: map[*watchRef]func(*gatewayState) (func(), error){},
 		}
 		for _, t := range servedTypes {
 			g.types[t] = cachev3.NewLinearCache(t, cachev3.WithLogger(c.log))
+		}
+		for _, t := range deltaTypes {
+			g.delta[t] = newDeltaCache(t, t == resourcev3.VirtualHostType)
 		}
 		c.gws[gw] = g
 	}
@@ -181,6 +214,23 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 	if g.res != nil {
 		diffs[resourcev3.EndpointType] = rewarm(diffs[resourcev3.ClusterType], diffs[resourcev3.EndpointType], r)
 	}
+	deltaDiffs := make(map[resourcev3.Type]deltaDiff, len(deltaTypes))
+	for _, t := range deltaTypes {
+		if t == resourcev3.EndpointType {
+			deltaDiffs[t] = deltaDiffOf(diffs[t], r.ResourceVersions(t))
+			continue
+		}
+		if t == resourcev3.SecretType && c.withholdSecrets {
+			continue
+		}
+		src := deltaSource(t, r)
+		prev := g.res
+		if prev != nil && deltaSource(t, prev) != src {
+			prev = nil // another form: every resource counts as changed
+		}
+		changed, removed := translate.Diff(prev, r, src)
+		deltaDiffs[t] = deltaDiffOf(typeDiff{changed: changed, removed: removed}, r.ResourceVersions(src))
+	}
 	plan, err := g.refs.plan(diffs, r)
 	if err != nil {
 		c.dropIfIdle(gw, g)
@@ -193,32 +243,45 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 		if t == resourcev3.SecretType && c.withholdSecrets {
 			continue
 		}
-		if d := diffs[t]; len(d.changed) > 0 {
-			m := make(map[string]types.Resource, len(d.changed))
-			for _, res := range d.changed {
-				m[cachev3.GetResourceName(res)] = res
+		if lc := g.types[t]; lc != nil {
+			if d := diffs[t]; len(d.changed) > 0 {
+				m := make(map[string]types.Resource, len(d.changed))
+				for _, res := range d.changed {
+					m[cachev3.GetResourceName(res)] = res
+				}
+				if err := lc.UpdateResources(m, nil); err != nil {
+					errs = append(errs, fmt.Errorf("gateway %s: %s: %w", gw, t, err))
+				}
 			}
-			if err := g.types[t].UpdateResources(m, nil); err != nil {
-				errs = append(errs, fmt.Errorf("gateway %s: %s: %w", gw, t, err))
-			}
+		}
+		if d := deltaDiffs[t]; len(d.changed) > 0 {
+			g.delta[t].update(r.Version, d.changed, nil)
 		}
 	}
 	for _, t := range removeOrder {
 		if t == resourcev3.SecretType && c.withholdSecrets {
 			continue
 		}
-		if d := diffs[t]; len(d.removed) > 0 {
-			if err := g.types[t].UpdateResources(nil, d.removed); err != nil {
-				errs = append(errs, fmt.Errorf("gateway %s: %s: %w", gw, t, err))
+		if lc := g.types[t]; lc != nil {
+			if d := diffs[t]; len(d.removed) > 0 {
+				if err := lc.UpdateResources(nil, d.removed); err != nil {
+					errs = append(errs, fmt.Errorf("gateway %s: %s: %w", gw, t, err))
+				}
 			}
 		}
+		if d := deltaDiffs[t]; len(d.removed) > 0 {
+			g.delta[t].update(r.Version, nil, d.removed)
+		}
+	}
+	for _, dc := range g.delta {
+		dc.version = r.Version
 	}
 	g.res = r
 	if !g.serving {
 		g.serving = true
 		for w, start := range g.pending {
 			delete(g.pending, w)
-			cancel, err := start(g.types[w.typeURL])
+			cancel, err := start(g)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("gateway %s: start a %s watch: %w", gw, w.typeURL, err))
 				continue
@@ -227,6 +290,39 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// deltaDiff is a typeDiff with the versions of the changed resources.
+type deltaDiff struct {
+	changed map[string]versioned
+	removed []string
+}
+
+// deltaDiffOf gives the changes of d their versions from versions, or,
+// for resources not built by the translate package, a hash of their
+// encoding.
+func deltaDiffOf(d typeDiff, versions map[string]string) deltaDiff {
+	out := deltaDiff{removed: d.removed}
+	if len(d.changed) > 0 {
+		out.changed = make(map[string]versioned, len(d.changed))
+	}
+	for _, res := range d.changed {
+		name := cachev3.GetResourceName(res)
+		v, ok := versions[name]
+		if !ok {
+			v = cachev3.HashResource(mustMarshal(res))
+		}
+		out.changed[name] = versioned{version: v, res: res}
+	}
+	return out
+}
+
+func mustMarshal(res types.Resource) []byte {
+	b, err := cachev3.MarshalResource(res)
+	if err != nil {
+		return []byte(err.Error())
+	}
+	return b
 }
 
 // remove stops serving gw: its proxies keep their configuration, new

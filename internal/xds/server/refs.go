@@ -21,8 +21,8 @@ type typeDiff struct {
 // refKey names a resource of a type.
 type refKey struct{ typ, name string }
 
-// refIndex keeps the references of a Gateway's listeners and scoped routes
-// to route configurations, and of its clusters to load assignments, so that
+// refIndex keeps the references of a Gateway's listeners to route
+// configurations, and of its clusters to load assignments, so that
 // each update can be checked in proportion to its size for what
 // cachev3.Snapshot.Consistent checks over all resources: every referenced
 // route configuration and load assignment is served, and no other. The
@@ -30,7 +30,7 @@ type refKey struct{ typ, name string }
 // resources an update touches need checking.
 type refIndex struct {
 	count map[refKey]int      // references to a route configuration or load assignment
-	from  map[refKey][]refKey // references of a listener, scoped route or cluster
+	from  map[refKey][]refKey // references of a listener or cluster
 }
 
 // refPlan is a checked update of a refIndex.
@@ -42,7 +42,7 @@ type refPlan struct {
 // referrers are the types whose resources reference others; targets the
 // types the references point to.
 var (
-	referrers = []resourcev3.Type{resourcev3.ListenerType, resourcev3.ScopedRouteType, resourcev3.ClusterType}
+	referrers = []resourcev3.Type{resourcev3.ListenerType, resourcev3.ClusterType}
 	targets   = []resourcev3.Type{resourcev3.RouteType, resourcev3.EndpointType}
 )
 

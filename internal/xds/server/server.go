@@ -1,16 +1,18 @@
 // Package server serves the xDS resources of every Gateway to its Envoy
-// proxies over gRPC, with go-control-plane's xDS server and one of its
-// LinearCaches per Gateway and resource type (cache.go), updated with the
-// resources that changed only.
+// proxies over gRPC, with go-control-plane's xDS server and, per Gateway
+// and resource type, one of its LinearCaches for state-of-the-world
+// streams and a deltaCache for delta streams (cache.go, delta.go), updated
+// with the resources that changed only.
 //
 // A proxy is matched to its Gateway by node.cluster, which must be
 // "<namespace>/<gateway>" (the same string as translate.Resources.Gateway).
 // State-of-the-world and incremental (delta) xDS are both served through ADS;
-// the per-type services (CDS, EDS, LDS, RDS, SRDS, SDS) are registered too
+// the per-type services (CDS, EDS, LDS, RDS, SDS) are registered too
 // for proxies that do not use ADS. Every Gateway is served every type of
-// servedTypes, scoped routes (SRDS, used by listeners split by hostname)
-// included, so that resources of a type a Gateway no longer has are
-// removed from its proxies.
+// servedTypes, so that resources of a type a Gateway no longer has are
+// removed from its proxies; delta streams get route tables in VHDS form
+// and their virtual hosts by VHDS (over ADS), state-of-the-world streams
+// whole tables.
 //
 // # Transport security
 //
@@ -229,7 +231,6 @@ func (s *Server) Update(_ context.Context, res []*translate.Resources) error {
 // servedTypes are the resource types of a Gateway's snapshot.
 var servedTypes = []resourcev3.Type{
 	resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
-	resourcev3.ScopedRouteType,
 }
 
 // ServerOptions returns the default gRPC options of Serve: keepalive
@@ -351,6 +352,5 @@ func register(gs *grpc.Server, xds serverv3.Server) {
 	endpointservice.RegisterEndpointDiscoveryServiceServer(gs, xds)
 	listenerservice.RegisterListenerDiscoveryServiceServer(gs, xds)
 	routeservice.RegisterRouteDiscoveryServiceServer(gs, xds)
-	routeservice.RegisterScopedRoutesDiscoveryServiceServer(gs, xds)
 	secretservice.RegisterSecretDiscoveryServiceServer(gs, xds)
 }

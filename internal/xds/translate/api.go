@@ -322,6 +322,10 @@ func Diff(prev, next *Resources, t resourcev3.Type) (changed []types.Resource, r
 	return changed, removed
 }
 
+// HasVHDS reports whether r has its route tables in VHDS form too
+// (VHDSRoutes, VirtualHosts): Resources built by this package do.
+func (r *Resources) HasVHDS() bool { return r.entries != nil }
+
 // Has reports whether r has a resource of type t named name.
 func (r *Resources) Has(t resourcev3.Type, name string) bool {
 	if i := typeIndex(t); r.entries != nil && i >= 0 {
