@@ -39,6 +39,9 @@ type l4Stack struct {
 	port  int // of the xDS server
 	envoy *testenv.Envoy
 	wg    sync.WaitGroup // backend goroutines
+	// delta: Envoy uses delta ADS (route tables in VHDS form) rather
+	// than state-of-the-world ADS (whole tables). Set before start.
+	delta bool
 }
 
 // newL4Stack makes the namespace and starts the xDS server in it; the
@@ -143,7 +146,7 @@ func (s *l4Stack) udpEcho(name string) int {
 const l4Bootstrap = `node: {id: l4-envoy, cluster: %s}
 dynamic_resources:
   ads_config:
-    api_type: GRPC
+    api_type: %s
     transport_api_version: V3
     set_node_on_first_message_only: true
     grpc_services: [{envoy_grpc: {cluster_name: portico-xds}}]
@@ -178,11 +181,22 @@ func (s *l4Stack) start(gw *ir.Gateway) {
 	if len(res.Problems) != 0 {
 		s.t.Fatalf("translation problems: %+v", res.Problems)
 	}
+	s.startWith(res)
+}
+
+// startWith serves res and starts an Envoy that gets it, waiting until
+// every listener is active.
+func (s *l4Stack) startWith(res *translate.Resources) {
+	s.t.Helper()
 	if err := s.xds.Update(context.Background(), []*translate.Resources{res}); err != nil {
 		s.t.Fatal(err)
 	}
+	api := "GRPC"
+	if s.delta {
+		api = "DELTA_GRPC"
+	}
 	s.envoy = testenv.StartEnvoy(s.t, testenv.EnvoyOptions{
-		Bootstrap: fmt.Sprintf(l4Bootstrap, gw.Key(), s.port),
+		Bootstrap: fmt.Sprintf(l4Bootstrap, res.Gateway, api, s.port),
 		Args:      []string{"--concurrency", "2"},
 		Wrap:      s.ns.Wrap,
 		Dial:      s.ns.DialContext,
@@ -191,7 +205,7 @@ func (s *l4Stack) start(gw *ir.Gateway) {
 		s.t.Fatal(err)
 	}
 	want := int64(len(res.Listeners))
-	err = s.envoy.WaitFor(30*time.Second, fmt.Sprintf("%d listeners active", want), func(ctx context.Context) (bool, error) {
+	err := s.envoy.WaitFor(30*time.Second, fmt.Sprintf("%d listeners active", want), func(ctx context.Context) (bool, error) {
 		st, err := s.envoy.Stats(ctx, "^listener_manager\\.total_listeners_")
 		if err != nil {
 			return false, err
