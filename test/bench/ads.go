@@ -20,19 +20,18 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// ADSTypes are the types the client subscribes to, as a proxy does:
-// scoped routes too, which a listener split by hostname
-// (--route-split=hostname) uses; its route configs are RDS resources like
-// any other, so a Track finds a route in them.
+// ADSTypes are the types the client subscribes to (wildcard): those a
+// proxy holds, with the virtual hosts of its route tables, which delta
+// clients get by VHDS, so a Track finds a route in them.
 var ADSTypes = []string{
 	resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType,
-	resourcev3.RouteType, resourcev3.SecretType, resourcev3.ScopedRouteType,
+	resourcev3.RouteType, resourcev3.SecretType, resourcev3.VirtualHostType,
 }
 
 // ADS is an incremental (Delta) ADS client of one Gateway, as an Envoy
 // opens it: it subscribes to every type (wildcard), ACKs each response and
 // keeps the resources it holds. It records when each response arrived and
-// how many bytes it carried (scoped routes included), and when each
+// how many bytes it carried (virtual hosts included), and when each
 // endpoint address appeared.
 type ADS struct {
 	conn   *grpc.ClientConn

@@ -91,6 +91,13 @@ const (
 	// reconnects, with a new TLS handshake and its current certificate.
 	DefaultMaxConnectionAge      = 30 * time.Minute
 	DefaultMaxConnectionAgeGrace = time.Minute
+	// MaxRequestBytes bounds a request from a proxy. Requests are small
+	// but for one: a delta stream that reconnects lists every resource it
+	// holds with its version (initial_resource_versions), about 100 bytes
+	// each, 5 MB at 50,000 resources, beyond gRPC's default of 4 MiB. The
+	// bound leaves room for 600,000. Responses have no bound of gRPC's on
+	// the server, and Envoy's xDS client sets none by default.
+	MaxRequestBytes = 64 << 20
 )
 
 // Server serves xDS snapshots, one per Gateway, keyed by node.cluster.
@@ -244,6 +251,7 @@ func ServerOptions() []grpc.ServerOption { return (&Server{}).options() }
 func (s *Server) options() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             KeepaliveMinTime,
 			PermitWithoutStream: true,
