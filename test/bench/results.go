@@ -56,6 +56,9 @@ type Results struct {
 	// TranslateFullTCP is the full translation of 10,000 HTTPRoutes with
 	// 1,000 TCPRoutes against the HTTPRoutes alone, in one run.
 	TranslateFullTCP *TranslateMixed `json:"translate_full_tcp"`
+	// Fleet is the fleet scenario (fleet.go): many delta ADS streams on
+	// the follower, one route change reaching all of them.
+	Fleet *Fleet `json:"fleet,omitempty"`
 }
 
 // EndToEnd are one N's figures through a real Envoy connected to the

@@ -50,7 +50,10 @@ type Config struct {
 	// ChurnWindow is how long the allocation rate under churn is measured,
 	// with the churn alone (after the probes under churn).
 	ChurnWindow time.Duration
-	Log         io.Writer
+	// FleetStreams is the number of delta ADS streams of the fleet
+	// scenario (fleet.go) at the largest N; 0 skips it.
+	FleetStreams int
+	Log          io.Writer
 }
 
 // Details are what results.json has no room for (details.json).
@@ -388,8 +391,14 @@ func (s *suite) roles(ctx context.Context) (leader, follower *Replica, err error
 // clientTLS is the client side of xDS mTLS as a proxy of ProbeGateway has
 // it: the certificate the leader issued into the Gateway's Secret.
 func (s *suite) clientTLS(ctx context.Context) (*tls.Config, error) {
+	return s.clientTLSOf(ctx, proxyspec.ClientCertSecretName(ProbeGateway))
+}
+
+// clientTLSOf is the client TLS configuration of the client certificate
+// Secret name in InfraNamespace, once the controller has written it.
+func (s *suite) clientTLSOf(ctx context.Context, name string) (*tls.Config, error) {
 	var sec corev1.Secret
-	key := client.ObjectKey{Namespace: InfraNamespace, Name: proxyspec.ClientCertSecretName(ProbeGateway)}
+	key := client.ObjectKey{Namespace: InfraNamespace, Name: name}
 	err := poll(ctx, 2*time.Minute, 100*time.Millisecond, func() (bool, error) {
 		return s.cl.Client.Get(ctx, key, &sec) == nil, nil
 	})

@@ -171,6 +171,9 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 	s.res.AllocRateChurnProbesMBs = ptr.To(maxValue(st.AllocChurnProbesMBs))
 	s.logf("stage %d: propagation under churn %+v; alloc rate during those probes %v MB/s (churn %v); under the churn alone %v MB/s (%v in %.0f s)",
 		n, st.Churn.Create, st.AllocChurnProbesMBs, st.ChurnActions, st.AllocChurnMBs, st.ChurnOnlyActions, st.ChurnOnlySeconds)
+	if len(s.cfg.Sizes) > 0 && n == s.cfg.Sizes[len(s.cfg.Sizes)-1] {
+		s.fleet(ctx, n)
+	}
 	return nil
 }
 

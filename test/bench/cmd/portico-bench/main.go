@@ -57,6 +57,7 @@ func run() int {
 	drain := fs.Duration("status-drain-timeout", 2*time.Minute, "longest wait for the leader's status queue to empty after a stage's creates")
 	render := fs.Bool("render", false, "only render charts and markdown from <out>/results.json and details.json")
 	skipTranslate := fs.Bool("skip-translate", false, "skip the in-process full translation benchmark")
+	fleet := fs.Int("fleet", -1, "delta ADS streams of the fleet scenario at the largest N (default 1000; quick 200; 0 skips it)")
 	skipEnvoy := fs.Bool("skip-envoy", false, "skip the end-to-end figures through a real Envoy (they need root and hack/envoy.sh)")
 	skipCluster := fs.Bool("skip-cluster", false, "run only the in-process benchmark")
 	keep := fs.Bool("keep", false, "keep the temporary cluster directory")
@@ -101,13 +102,14 @@ func run() int {
 		ConvergenceRoutes: 1000, FailoverAt: 1000, StatusDrainTimeout: *drain,
 		Kubeconfig: *kubeconfig, ControllerArgs: ctrlFlags,
 		SkipTranslate: *skipTranslate, SkipCluster: *skipCluster, SkipEnvoy: *skipEnvoy, Log: os.Stderr,
-		Profiles: *profiles,
+		Profiles: *profiles, FleetStreams: 1000,
 	}
 	chartDir, mdPath := abs("docs/bench"), abs("BENCHMARKS.md")
 	if *quick {
 		cfg.Mode = "quick"
 		cfg.Sizes, cfg.Probes, cfg.EndpointProbes, cfg.ProbeBudget = []int{100, 1000}, 20, 10, 30*time.Second
 		cfg.ChurnWindow = 5 * time.Second
+		cfg.FleetStreams = 200
 		chartDir, mdPath = cfg.Out, filepath.Join(cfg.Out, "BENCHMARKS.md")
 	}
 	if *sizes != "" {
@@ -126,6 +128,9 @@ func run() int {
 	}
 	if *probes > 0 {
 		cfg.Probes = *probes
+	}
+	if *fleet >= 0 {
+		cfg.FleetStreams = *fleet
 	}
 	if *epProbes > 0 {
 		cfg.EndpointProbes = *epProbes
