@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,6 +174,11 @@ func BenchmarkEndpointChange(b *testing.B) {
 	}
 }
 
+// deltaForms are the lists of Resources a delta client is served: route
+// tables in VHDS form and their virtual hosts (translate's vhds.go).
+var deltaForms = []string{resourcev3.ListenerType, translate.VHDSRouteType, resourcev3.VirtualHostType,
+	resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType}
+
 // changedBytes is the encoded size of the resources that differ between
 // two hand-offs (translate.Diff): what delta xDS sends to one proxy of each
 // changed Gateway (without framing).
@@ -193,7 +199,7 @@ func changedBytesOf(prev, cur []*translate.Resources, keep func(typ, name string
 		if o == r {
 			continue
 		}
-		for typ := range r.ByType() {
+		for _, typ := range deltaForms {
 			changed, _ := translate.Diff(o, r, typ)
 			for _, res := range changed {
 				if keep == nil || keep(typ, cachev3.GetResourceName(res)) {
@@ -206,8 +212,9 @@ func changedBytesOf(prev, cur []*translate.Resources, keep func(typ, name string
 }
 
 // TestRouteChangeBytes reports the size of what a single-route change
-// pushes (-v), and that it is the two route configurations holding the
-// route: the HTTP one and the HTTPS one of its Gateway.
+// pushes to a delta client (-v), and that it is the two virtual hosts
+// holding the route: its hostname's in the HTTP and the HTTPS table of its
+// Gateway.
 func TestRouteChangeBytes(t *testing.T) {
 	sizes := []int{1000}
 	if !testing.Short() {
@@ -227,18 +234,20 @@ func TestRouteChangeBytes(t *testing.T) {
 			if r == prev.XDS[i] {
 				continue
 			}
-			for _, typ := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType} {
-				for _, res := range r.ByType()[typ] {
-					if prev.XDS[i].VersionMap()[typ][cachev3.GetResourceName(res)] != r.VersionMap()[typ][cachev3.GetResourceName(res)] {
-						rcs = append(rcs, fmt.Sprintf("%s (%d B)", cachev3.GetResourceName(res), proto.Size(res)))
-					}
+			for _, typ := range deltaForms {
+				changed, removed := translate.Diff(prev.XDS[i], r, typ)
+				for _, res := range changed {
+					rcs = append(rcs, fmt.Sprintf("%s %s (%d B)", typ, cachev3.GetResourceName(res), proto.Size(res)))
+				}
+				for _, name := range removed {
+					rcs = append(rcs, "removed "+name)
 				}
 			}
 		}
 		total := changedBytes(prev.XDS, cur.XDS)
 		t.Logf("routes=%d: a single-route change pushes %d B: %v", n, total, rcs)
-		if len(rcs) != 2 {
-			t.Errorf("changed resources %v, want the HTTP and HTTPS route configurations of the route's Gateway", rcs)
+		if len(rcs) != 2 || !strings.Contains(rcs[0], resourcev3.VirtualHostType) || !strings.Contains(rcs[1], resourcev3.VirtualHostType) {
+			t.Errorf("changed resources %v, want the virtual hosts of the route's hostname in the HTTP and HTTPS tables of its Gateway", rcs)
 		}
 	}
 }
