@@ -15,7 +15,7 @@ BIN       := _output/bin
 # Packages whose goroutines matter most also run under the race detector.
 RACE_PKGS := ./internal/pipeline/... ./internal/xds/server/... ./internal/provider/... ./internal/admin/...
 
-.PHONY: all build build-static image run demo generate test test-unit test-race test-integration vet fuzz bench golden kube-binaries envoy clean
+.PHONY: all build build-static image run demo generate test test-unit test-race test-integration vet fuzz bench bench-scale golden kube-binaries envoy clean
 
 all: build
 
@@ -85,6 +85,12 @@ fuzz:
 ## bench: translation benchmarks at 100, 1,000 and 10,000 HTTPRoutes
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 5x ./internal/gatewayapi/ ./internal/xds/translate/ ./internal/pipeline/
+
+## bench-scale: the scale run at 50,000 routes, in process (pipeline and xDS
+## server; ~3 min): first full translation, a route change, bytes a delta
+## client is sent, heap. PORTICO_BENCH_ROUTES=N for another size
+bench-scale:
+	PORTICO_BENCH_SCALE=1 $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 20x -timeout 30m ./internal/pipeline/
 
 ## golden: rewrite the golden files after an intended change (review the diff!)
 golden:

@@ -1,0 +1,73 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/portico-dev/portico/internal/testenv/workload"
+	"github.com/portico-dev/portico/internal/xds/server"
+	"github.com/portico-dev/portico/internal/xds/translate"
+)
+
+// BenchmarkScale is the scale run of issue 27 (make bench-scale): the
+// pipeline with Portico's xDS server behind it, at PORTICO_BENCH_ROUTES
+// routes (default 50,000; skipped unless that variable or
+// PORTICO_BENCH_SCALE is set). It reports the first full translation
+// (full-ms), a route change through the pipeline and the server
+// (change-ms, per op), what one delta client of the Gateway is sent for
+// it (pushed-B), the Go heap in use with everything held (heap-MiB), and
+// the bytes allocated per change (alloc-B/op, as -benchmem).
+func BenchmarkScale(b *testing.B) {
+	n := 50000
+	if v := os.Getenv("PORTICO_BENCH_ROUTES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	} else if os.Getenv("PORTICO_BENCH_SCALE") == "" {
+		b.Skip("set PORTICO_BENCH_SCALE=1 (make bench-scale)")
+	}
+	b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+		snap := workload.Snapshot(n)
+		xds := server.New(nil, nil)
+		p := New(Config{ControllerName: workload.ControllerName, XDS: serverSink{xds}, Status: nopSink{}})
+		t0 := time.Now()
+		p.process(context.Background(), snap, 0)
+		full := time.Since(t0)
+		if l := p.Latest(); l == nil || len(l.XDS) != workload.Gateways {
+			b.Fatal("first translation failed")
+		}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(full.Milliseconds()), "full-ms")
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+		b.ReportAllocs()
+		b.ResetTimer()
+		var pushed int
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			snap, _ = workload.ChangeRoute(snap, (i*7919)%n, i)
+			prev := p.Latest()
+			b.StartTimer()
+			p.process(context.Background(), snap, 0)
+			b.StopTimer()
+			pushed += changedBytes(prev.XDS, p.Latest().XDS)
+			b.StartTimer()
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(pushed)/float64(b.N), "pushed-B/op")
+	})
+}
+
+// serverSink hands translations to an xDS server.
+type serverSink struct{ s *server.Server }
+
+func (k serverSink) Update(ctx context.Context, res []*translate.Resources) error {
+	return k.s.Update(ctx, res)
+}
