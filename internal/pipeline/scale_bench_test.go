@@ -47,21 +47,7 @@ func BenchmarkScale(b *testing.B) {
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(full.Milliseconds()), "full-ms")
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
-		b.ReportAllocs()
-		b.ResetTimer()
-		var pushed int
-		for i := 0; i < b.N; i++ {
-			b.StopTimer()
-			snap, _ = workload.ChangeRoute(snap, (i*7919)%n, i)
-			prev := p.Latest()
-			b.StartTimer()
-			p.process(context.Background(), snap, 0)
-			b.StopTimer()
-			pushed += changedBytes(prev.XDS, p.Latest().XDS)
-			b.StartTimer()
-		}
-		b.StopTimer()
-		b.ReportMetric(float64(pushed)/float64(b.N), "pushed-B/op")
+		routeChanges(b, p, snap, n, true)
 	})
 }
 

@@ -54,9 +54,9 @@ type ADS struct {
 	err       error
 }
 
-// DialADS connects to addr as a proxy of gateway ("ns/name"). With tc nil
-// it uses plaintext.
-func DialADS(addr, gateway string, tc *tls.Config) (*ADS, error) {
+// dialDeltaADS opens a connection to addr (plaintext when tc is nil) and
+// a delta ADS stream on it, ended by cancel.
+func dialDeltaADS(addr string, tc *tls.Config) (*grpc.ClientConn, discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient, context.CancelFunc, error) {
 	creds := insecure.NewCredentials()
 	if tc != nil {
 		creds = credentials.NewTLS(tc)
@@ -64,13 +64,23 @@ func DialADS(addr, gateway string, tc *tls.Config) (*ADS, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
 	if err != nil {
 		cancel()
 		conn.Close()
+		return nil, nil, nil, err
+	}
+	return conn, stream, cancel, nil
+}
+
+// DialADS connects to addr as a proxy of gateway ("ns/name"). With tc nil
+// it uses plaintext.
+func DialADS(addr, gateway string, tc *tls.Config) (*ADS, error) {
+	conn, stream, cancel, err := dialDeltaADS(addr, tc)
+	if err != nil {
 		return nil, err
 	}
 	a := &ADS{

@@ -1,14 +1,12 @@
 package translate
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -99,9 +97,9 @@ func (t *translator) vhdsForms(shell *routev3.RouteConfiguration, out *rcEntry, 
 		if v.vhds != nil && v.vhds.name == name {
 			continue
 		}
-		rest, err := vhostFieldsAfterName(v.wire, v.name)
+		rest, err := fieldsAfterName(v.wire, vhostNameField, v.name)
 		if err != nil {
-			return err
+			return fmt.Errorf("virtual host %q: %w", v.name, err)
 		}
 		// The name as a field (the xDS cache reads it), the rest encoded.
 		vh := &routev3.VirtualHost{Name: name}
@@ -109,21 +107,6 @@ func (t *translator) vhdsForms(shell *routev3.RouteConfiguration, out *rcEntry, 
 		v.vhds = newEntry(name, vh, namedHash(name, v.hash))
 	}
 	return nil
-}
-
-// vhostFieldsAfterName returns the encoding of the fields that follow the
-// name in wire, the encoding of a virtual host named name. A deterministic
-// encoding writes fields in number order, and the name is field 1.
-func vhostFieldsAfterName(wire []byte, name string) ([]byte, error) {
-	var head []byte
-	if name != "" {
-		head = protowire.AppendTag(nil, vhostNameField, protowire.BytesType)
-		head = protowire.AppendString(head, name)
-	}
-	if !bytes.HasPrefix(wire, head) {
-		return nil, fmt.Errorf("virtual host %q: encoding does not start with its name", name)
-	}
-	return wire[len(head):], nil
 }
 
 var vhostNameField = fieldNumber(&routev3.VirtualHost{}, "name")

@@ -82,19 +82,31 @@ func routeConfigWire(shell *routev3.RouteConfiguration, vhosts []*vhostEntry) *r
 // deterministic encoding writes fields in number order, so enc starts with
 // the name's field.
 func claWire(name string, enc []byte) (*endpointv3.ClusterLoadAssignment, error) {
-	var head []byte
-	if name != "" {
-		head = protowire.AppendTag(nil, claNameField, protowire.BytesType)
-		head = protowire.AppendString(head, name)
-	}
-	if !bytes.HasPrefix(enc, head) {
-		return nil, fmt.Errorf("load assignment %q: encoding does not start with its name", name)
+	rest, err := fieldsAfterName(enc, claNameField, name)
+	if err != nil {
+		return nil, fmt.Errorf("load assignment %q: %w", name, err)
 	}
 	w := &endpointv3.ClusterLoadAssignment{ClusterName: name}
-	if rest := enc[len(head):]; len(rest) > 0 {
+	if len(rest) > 0 {
 		w.ProtoReflect().SetUnknown(bytes.Clone(rest))
 	}
 	return w, nil
+}
+
+// fieldsAfterName returns the fields of enc, the deterministic encoding of
+// a message whose first field is the string field (number) with value
+// name (left out when empty), that follow that field: a deterministic
+// encoding writes fields in number order.
+func fieldsAfterName(enc []byte, field protowire.Number, name string) ([]byte, error) {
+	var head []byte
+	if name != "" {
+		head = protowire.AppendTag(nil, field, protowire.BytesType)
+		head = protowire.AppendString(head, name)
+	}
+	if !bytes.HasPrefix(enc, head) {
+		return nil, fmt.Errorf("encoding does not start with its name")
+	}
+	return enc[len(head):], nil
 }
 
 // Decode returns r as a message whose fields can all be read: a resource
