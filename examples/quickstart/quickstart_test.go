@@ -93,7 +93,7 @@ func TestQuickstartTranslatesCleanly(t *testing.T) {
 	if xds.Gateway != gatewayKey {
 		t.Errorf("resources of %q, want %q", xds.Gateway, gatewayKey)
 	}
-	for _, r := range slices.Concat(xds.Listeners, xds.Routes, xds.Clusters, xds.Endpoints, xds.Secrets) {
+	for _, r := range slices.Concat(xds.Listeners, xds.Routes(), xds.Clusters, xds.Endpoints, xds.Secrets) {
 		r, err := translate.Decode(r) // route tables are kept encoded
 		if err != nil {
 			t.Fatal(err)

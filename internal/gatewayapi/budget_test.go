@@ -102,7 +102,7 @@ func BenchmarkRouteExpansionBudget(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			served += len(x.Routes)
+			served += len(x.Routes())
 		}
 		b.StopTimer()
 		if s := res.StatusSet.Get(resource.KindHTTPRoute, "apps", "huge-0"); s == nil || s.Route.Parents[0].Conditions[0].Status != "False" {

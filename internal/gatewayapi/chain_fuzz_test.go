@@ -131,7 +131,7 @@ func chainXDS(t *testing.T, objs []any) map[string][]byte {
 		if len(x.Problems) > 0 {
 			t.Fatalf("the xDS stage left out %s (%s): the Gateway API stage let it through", x.Problems[0].What(), x.Problems[0].Err)
 		}
-		for _, r := range x.Routes {
+		for _, r := range x.Routes() {
 			d, err := xdstranslate.Decode(r)
 			if err != nil {
 				t.Fatal(err)

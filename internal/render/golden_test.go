@@ -238,7 +238,7 @@ func checkResources(t *testing.T, xds []*translate.Resources) {
 	t.Helper()
 	for _, r := range xds {
 		for kind, rs := range map[string][]types.Resource{
-			"listener": r.Listeners, "route": r.Routes, "cluster": r.Clusters,
+			"listener": r.Listeners, "route": r.Routes(), "cluster": r.Clusters,
 			"endpoint": r.Endpoints, "secret": r.Secrets,
 		} {
 			for i, res := range rs {

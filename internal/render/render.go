@@ -146,7 +146,7 @@ func GatewayXDSOf(r *translate.Resources, opts Options) (GatewayXDS, error) {
 	if g.Listeners, err = resources(r.Listeners, opts); err != nil {
 		return GatewayXDS{}, fmt.Errorf("gateway %s: listeners: %w", r.Gateway, err)
 	}
-	if g.Routes, err = resources(r.Routes, opts); err != nil {
+	if g.Routes, err = resources(r.Routes(), opts); err != nil {
 		return GatewayXDS{}, fmt.Errorf("gateway %s: routes: %w", r.Gateway, err)
 	}
 	if g.Clusters, err = resources(r.Clusters, opts); err != nil {

@@ -57,7 +57,7 @@ func WriteGatewayXDS(w io.Writer, r *translate.Resources, opts StreamOptions) er
 		key string
 		rs  []types.Resource
 	}{
-		{"listeners", r.Listeners}, {"routes", r.Routes}, {"clusters", r.Clusters},
+		{"listeners", r.Listeners}, {"routes", r.Routes()}, {"clusters", r.Clusters},
 		{"endpoints", r.Endpoints}, {"secrets", r.Secrets},
 	} {
 		o.key(list.key)

@@ -69,7 +69,7 @@ func TestStreamEqualsRender(t *testing.T) {
 		{
 			res, xds := translateCase(t, in, translate.Options{})
 			for _, r := range xds {
-				for _, rc := range r.Routes {
+				for _, rc := range r.Routes() {
 					if len(rc.ProtoReflect().GetUnknown()) > 0 {
 						wire++
 					}
@@ -140,7 +140,8 @@ func TestStreamKnownVirtualHosts(t *testing.T) {
 	raw = append(raw, byte(len(enc)))
 	raw = append(raw, enc...)
 	mixed.ProtoReflect().SetUnknown(raw)
-	r := &translate.Resources{Gateway: "ns/gw", Version: "v", Routes: []types.Resource{plain, mixed, &routev3.RouteConfiguration{Name: "empty"}}}
+	r := &translate.Resources{Gateway: "ns/gw", Version: "v"}
+	r.SetRoutes([]types.Resource{plain, mixed, &routev3.RouteConfiguration{Name: "empty"}})
 	g, err := render.GatewayXDSOf(r, render.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,14 @@ import (
 // is sent, and answers it with every resource of a changed type; the
 // deltaCache answers a delta stream with the changed resources only.
 //
+// The whole tables are assembled on demand (translate.Resources.Routes):
+// while no state-of-the-world stream of a Gateway watches its route
+// tables, an update leaves the route tables of its LinearCache as they
+// are, and checks references by name only; the first such watch brings
+// them up to date (catchUpRoutes) before it starts. A state-of-the-world
+// stream watches each type again after each response, when it ACKs, so a
+// change made in between is picked up by that next watch.
+//
 // Updates are applied in make-before-break order: first the additions and
 // changes, clusters and endpoints before listeners and routes (virtual
 // hosts before their route configs), so that nothing is referenced before
@@ -69,6 +77,11 @@ type gatewayState struct {
 	// with the function that starts each on its LinearCache.
 	pending map[*watchRef]func(*gatewayState) (func(), error)
 	refs    refIndex
+	// sotwRoutes are the resources whose route tables the RouteType
+	// LinearCache holds; they lag res while sotwRouteWatches, the
+	// state-of-the-world watches of route tables open or pending, is 0.
+	sotwRoutes       *translate.Resources
+	sotwRouteWatches int
 }
 
 // watchRef is one watch handed to the xDS server.
@@ -76,6 +89,8 @@ type watchRef struct {
 	typeURL string
 	cancel  func() // the LinearCache's, once started
 	done    bool
+	// sotwRoutes: a state-of-the-world watch of route tables.
+	sotwRoutes bool
 }
 
 // Order of the types when resources are added or changed, and when they
@@ -117,7 +132,13 @@ func (c *gatewayCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscriptio
 	if !served(req.GetTypeUrl()) {
 		return c.unserved(req.GetNode().GetCluster(), req.GetTypeUrl())
 	}
-	return c.watch(req.GetNode().GetCluster(), req.GetTypeUrl(), func(g *gatewayState) (func(), error) {
+	sotwRoutes := req.GetTypeUrl() == resourcev3.RouteType
+	return c.watch(req.GetNode().GetCluster(), req.GetTypeUrl(), sotwRoutes, func(g *gatewayState) (func(), error) {
+		if sotwRoutes {
+			if err := g.catchUpRoutes(); err != nil {
+				return nil, err
+			}
+		}
 		return g.types[req.GetTypeUrl()].CreateWatch(req, sub, ch)
 	})
 }
@@ -127,7 +148,7 @@ func (c *gatewayCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.S
 	if !slices.Contains(deltaTypes, req.GetTypeUrl()) {
 		return c.unserved(req.GetNode().GetCluster(), req.GetTypeUrl())
 	}
-	return c.watch(req.GetNode().GetCluster(), req.GetTypeUrl(), func(g *gatewayState) (func(), error) {
+	return c.watch(req.GetNode().GetCluster(), req.GetTypeUrl(), false, func(g *gatewayState) (func(), error) {
 		return g.delta[req.GetTypeUrl()].watch(req, sub, ch), nil
 	})
 }
@@ -139,11 +160,11 @@ func (c *gatewayCache) unserved(gw, typeURL string) (func(), error) {
 	return func() {}, nil
 }
 
-func (c *gatewayCache) watch(gw, typeURL string, start func(*gatewayState) (func(), error)) (func(), error) {
+func (c *gatewayCache) watch(gw, typeURL string, sotwRoutes bool, start func(*gatewayState) (func(), error)) (func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.gateway(gw)
-	w := &watchRef{typeURL: typeURL}
+	w := &watchRef{typeURL: typeURL, sotwRoutes: sotwRoutes}
 	if g.serving {
 		cancel, err := start(g)
 		if err != nil {
@@ -155,7 +176,36 @@ func (c *gatewayCache) watch(gw, typeURL string, start func(*gatewayState) (func
 		g.pending[w] = start
 	}
 	g.watches++
+	if sotwRoutes {
+		g.sotwRouteWatches++
+	}
 	return func() { c.cancel(gw, g, w) }, nil
+}
+
+// catchUpRoutes brings the route tables of the RouteType LinearCache up
+// to those of res (see sotwRoutes). Called with c.mu held.
+func (g *gatewayState) catchUpRoutes() error {
+	if g.sotwRoutes == g.res || g.res == nil {
+		return nil
+	}
+	lc := g.types[resourcev3.RouteType]
+	changed, removed := translate.Diff(g.sotwRoutes, g.res, resourcev3.RouteType)
+	if len(changed) > 0 {
+		m := make(map[string]types.Resource, len(changed))
+		for _, res := range changed {
+			m[cachev3.GetResourceName(res)] = res
+		}
+		if err := lc.UpdateResources(m, nil); err != nil {
+			return fmt.Errorf("route tables: %w", err)
+		}
+	}
+	if len(removed) > 0 {
+		if err := lc.UpdateResources(nil, removed); err != nil {
+			return fmt.Errorf("route tables: %w", err)
+		}
+	}
+	g.sotwRoutes = g.res
+	return nil
 }
 
 func (c *gatewayCache) cancel(gw string, g *gatewayState, w *watchRef) {
@@ -165,6 +215,9 @@ func (c *gatewayCache) cancel(gw string, g *gatewayState, w *watchRef) {
 		return
 	}
 	w.done = true
+	if w.sotwRoutes {
+		g.sotwRouteWatches--
+	}
 	delete(g.pending, w)
 	if w.cancel != nil {
 		w.cancel()
@@ -206,8 +259,16 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.gateway(gw)
+	// lazyRoutes: the whole route tables are not needed now (see
+	// sotwRoutes); their references are checked by name.
+	lazyRoutes := g.sotwRouteWatches == 0 && r.HasVHDS()
 	diffs := make(map[resourcev3.Type]typeDiff, len(servedTypes))
 	for _, t := range servedTypes {
+		if t == resourcev3.RouteType && lazyRoutes {
+			names, removed := translate.DiffNames(g.res, r, t)
+			diffs[t] = typeDiff{names: names, removed: removed}
+			continue
+		}
 		changed, removed := translate.Diff(g.res, r, t)
 		diffs[t] = typeDiff{changed: changed, removed: removed}
 	}
@@ -217,7 +278,7 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 	deltaDiffs := make(map[resourcev3.Type]deltaDiff, len(deltaTypes))
 	for _, t := range deltaTypes {
 		if t == resourcev3.EndpointType {
-			deltaDiffs[t] = deltaDiffOf(diffs[t], r.ResourceVersions(t))
+			deltaDiffs[t] = deltaDiffOf(diffs[t], r, t)
 			continue
 		}
 		if t == resourcev3.SecretType && c.withholdSecrets {
@@ -229,7 +290,7 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 			prev = nil // another form: every resource counts as changed
 		}
 		changed, removed := translate.Diff(prev, r, src)
-		deltaDiffs[t] = deltaDiffOf(typeDiff{changed: changed, removed: removed}, r.ResourceVersions(src))
+		deltaDiffs[t] = deltaDiffOf(typeDiff{changed: changed, removed: removed}, r, src)
 	}
 	plan, err := g.refs.plan(diffs, r)
 	if err != nil {
@@ -243,7 +304,7 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 		if t == resourcev3.SecretType && c.withholdSecrets {
 			continue
 		}
-		if lc := g.types[t]; lc != nil {
+		if lc := g.types[t]; lc != nil && !(t == resourcev3.RouteType && lazyRoutes) {
 			if d := diffs[t]; len(d.changed) > 0 {
 				m := make(map[string]types.Resource, len(d.changed))
 				for _, res := range d.changed {
@@ -262,7 +323,7 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 		if t == resourcev3.SecretType && c.withholdSecrets {
 			continue
 		}
-		if lc := g.types[t]; lc != nil {
+		if lc := g.types[t]; lc != nil && !(t == resourcev3.RouteType && lazyRoutes) {
 			if d := diffs[t]; len(d.removed) > 0 {
 				if err := lc.UpdateResources(nil, d.removed); err != nil {
 					errs = append(errs, fmt.Errorf("gateway %s: %s: %w", gw, t, err))
@@ -277,6 +338,9 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 		dc.version = r.Version
 	}
 	g.res = r
+	if !lazyRoutes {
+		g.sotwRoutes = r
+	}
 	if !g.serving {
 		g.serving = true
 		for w, start := range g.pending {
@@ -298,17 +362,18 @@ type deltaDiff struct {
 	removed []string
 }
 
-// deltaDiffOf gives the changes of d their versions from versions, or,
-// for resources not built by the translate package, a hash of their
-// encoding.
-func deltaDiffOf(d typeDiff, versions map[string]string) deltaDiff {
+// deltaDiffOf gives the changes of d their versions, those of the
+// resources of type t in r, or, for resources not built by the translate
+// package, a hash of their encoding. It looks up the changed resources
+// only: a map of every version would cost O(Gateway) per update.
+func deltaDiffOf(d typeDiff, r *translate.Resources, t resourcev3.Type) deltaDiff {
 	out := deltaDiff{removed: d.removed}
 	if len(d.changed) > 0 {
 		out.changed = make(map[string]versioned, len(d.changed))
 	}
 	for _, res := range d.changed {
 		name := cachev3.GetResourceName(res)
-		v, ok := versions[name]
+		v, ok := r.ResourceVersion(t, name)
 		if !ok {
 			v = cachev3.HashResource(mustMarshal(res))
 		}

@@ -192,12 +192,12 @@ func (f fixture) resources(t *testing.T, version string) *translate.Resources {
 		Gateway:   f.gateway,
 		Version:   version,
 		Listeners: []types.Resource{listener},
-		Routes:    []types.Resource{routes},
 		Clusters:  clusters,
 		Endpoints: endpoints,
 		Secrets:   []types.Resource{secret},
 	}
-	for _, group := range [][]types.Resource{res.Listeners, res.Routes, res.Clusters, res.Endpoints, res.Secrets} {
+	res.SetRoutes([]types.Resource{routes})
+	for _, group := range [][]types.Resource{res.Listeners, res.Routes(), res.Clusters, res.Endpoints, res.Secrets} {
 		for _, r := range group {
 			if v, ok := r.(interface{ ValidateAll() error }); ok {
 				if err := v.ValidateAll(); err != nil {

@@ -15,7 +15,22 @@ import (
 // typeDiff is how the resources of one type change in an update.
 type typeDiff struct {
 	changed []types.Resource // added or changed
+	// names are the names of the changed resources when changed is not
+	// given (route tables not assembled: see gatewayCache).
+	names   []string
 	removed []string
+}
+
+// changedNames returns the names of the added or changed resources.
+func (d typeDiff) changedNames() []string {
+	if d.names != nil {
+		return d.names
+	}
+	out := make([]string, len(d.changed))
+	for i, res := range d.changed {
+		out[i] = cachev3.GetResourceName(res)
+	}
+	return out
 }
 
 // refKey names a resource of a type.
@@ -85,8 +100,8 @@ func (x *refIndex) plan(diffs map[resourcev3.Type]typeDiff, next *translate.Reso
 		check(k)
 	}
 	for _, t := range targets {
-		for _, res := range diffs[t].changed {
-			if k := (refKey{t, cachev3.GetResourceName(res)}); p.delta[k] == 0 {
+		for _, name := range diffs[t].changedNames() {
+			if k := (refKey{t, name}); p.delta[k] == 0 {
 				check(k)
 			}
 		}

@@ -53,6 +53,7 @@ package translate
 import (
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -68,10 +69,10 @@ type Resources struct {
 	// Version is a content hash of all resources: equal for equal content.
 	Version   string
 	Listeners []types.Resource // *listenerv3.Listener
-	// Routes are *routev3.RouteConfiguration whose virtual hosts are kept
-	// encoded, as unknown fields (wire.go): they encode like the full
-	// configuration; Decode gives one whose fields can be read.
-	Routes   []types.Resource
+	// routes are the whole route tables (see Routes): for Resources built
+	// by this package, built on first use from their entries (tables).
+	routes   []types.Resource
+	tables   *lazyTables
 	Clusters []types.Resource // *clusterv3.Cluster
 	// Endpoints are *endpointv3.ClusterLoadAssignment with their
 	// endpoints kept encoded, like Routes' virtual hosts.
@@ -93,6 +94,46 @@ type Resources struct {
 	// Resources were not built by this package.
 	entries *[numTypes][]*entry
 	hashes  *[numTypes]hash
+}
+
+// lazyTables are the whole route tables of Resources built by this
+// package, assembled once, when first asked for (Routes).
+type lazyTables struct {
+	once   sync.Once
+	tables []types.Resource
+}
+
+// Routes are the route tables whole (*routev3.RouteConfiguration), the
+// form state-of-the-world clients are served, with their virtual hosts
+// kept encoded, as unknown fields (wire.go): they encode like the full
+// configuration; Decode gives one whose fields can be read.
+//
+// Delta clients are served the VHDS form (VHDSRoutes, VirtualHosts),
+// which holds the same virtual hosts; so the translator does not
+// assemble the whole tables: each is assembled once, the first time it is
+// asked for, and a table that did not change is the previous one. At
+// 10,000 routes a Gateway's table is half a megabyte, copied for each
+// change of a route when assembled eagerly, though no Portico proxy reads
+// it. Safe for concurrent use.
+func (r *Resources) Routes() []types.Resource {
+	if r.tables == nil {
+		return r.routes
+	}
+	r.tables.once.Do(func() {
+		es := r.entries[routeIdx]
+		s := make([]types.Resource, len(es))
+		for i, e := range es {
+			s[i] = e.resource()
+		}
+		r.tables.tables = s
+	})
+	return r.tables.tables
+}
+
+// SetRoutes sets the route tables of Resources assembled by hand, not
+// built by this package (tests, other producers of Resources).
+func (r *Resources) SetRoutes(routes []types.Resource) {
+	r.routes, r.tables = routes, nil
 }
 
 // Options change how the IR is translated. The zero value is the default.
@@ -134,7 +175,7 @@ func (r *Resources) set(t resourcev3.Type, s []types.Resource) {
 	case resourcev3.ListenerType:
 		r.Listeners = s
 	case resourcev3.RouteType:
-		r.Routes = s
+		r.SetRoutes(s)
 	case resourcev3.ClusterType:
 		r.Clusters = s
 	case resourcev3.EndpointType:
@@ -153,7 +194,7 @@ func (r *Resources) slice(t resourcev3.Type) []types.Resource {
 	case resourcev3.ListenerType:
 		return r.Listeners
 	case resourcev3.RouteType:
-		return r.Routes
+		return r.Routes()
 	case resourcev3.ClusterType:
 		return r.Clusters
 	case resourcev3.EndpointType:
@@ -187,7 +228,7 @@ func (r *Resources) ByType() map[resourcev3.Type][]types.Resource {
 // All returns every resource: listeners, routes (whole), clusters,
 // endpoints and secrets, in that order.
 func (r *Resources) All() []types.Resource {
-	n := len(r.Listeners) + len(r.Routes) + len(r.Clusters) + len(r.Endpoints) + len(r.Secrets)
+	n := len(r.Listeners) + len(r.Routes()) + len(r.Clusters) + len(r.Endpoints) + len(r.Secrets)
 	out := make([]types.Resource, 0, n)
 	for _, t := range typeOrder {
 		out = append(out, r.slice(t)...)
@@ -244,6 +285,23 @@ func (r *Resources) ResourceVersions(t resourcev3.Type) map[string]string {
 	return m
 }
 
+// ResourceVersion returns the version (content hash) of the resource of
+// type t named name, and whether r has one: false too for Resources not
+// built by this package. It costs a search of the sorted resources, where
+// ResourceVersions makes a map of all of them.
+func (r *Resources) ResourceVersion(t resourcev3.Type, name string) (string, bool) {
+	i := typeIndex(t)
+	if r.entries == nil || i < 0 {
+		return "", false
+	}
+	es := r.entries[i]
+	k := sort.Search(len(es), func(j int) bool { return es[j].name >= name })
+	if k < len(es) && es[k].name == name {
+		return es[k].version, true
+	}
+	return "", false
+}
+
 // TypeVersion returns the version of the resources of type t: a content
 // hash of all of them, which changes exactly when one of them changes. It
 // is "" for Resources not built by this package.
@@ -272,35 +330,14 @@ func typeIndex(t resourcev3.Type) int {
 // lists; for other Resources every resource of next counts as changed
 // unless prev has an equal one (proto.Equal).
 func Diff(prev, next *Resources, t resourcev3.Type) (changed []types.Resource, removed []string) {
-	i := typeIndex(t)
-	if i < 0 {
-		return nil, nil
-	}
-	if next.entries != nil && (prev == nil || prev.entries != nil) {
-		var a []*entry
-		if prev != nil {
-			if prev.hashes[i] == next.hashes[i] {
-				return nil, nil
-			}
-			a = prev.entries[i]
-		}
-		b := next.entries[i]
-		for len(a) > 0 || len(b) > 0 {
-			switch {
-			case len(b) == 0 || (len(a) > 0 && a[0].name < b[0].name):
-				removed = append(removed, a[0].name)
-				a = a[1:]
-			case len(a) == 0 || b[0].name < a[0].name:
-				changed = append(changed, b[0].res)
-				b = b[1:]
-			default:
-				if a[0] != b[0] && a[0].version != b[0].version {
-					changed = append(changed, b[0].res)
-				}
-				a, b = a[1:], b[1:]
-			}
+	if ents, removed, ok := diffEntries(prev, next, t); ok {
+		for _, e := range ents {
+			changed = append(changed, e.resource())
 		}
 		return changed, removed
+	}
+	if typeIndex(t) < 0 {
+		return nil, nil
 	}
 	old := map[string]types.Resource{}
 	if prev != nil {
@@ -320,6 +357,56 @@ func Diff(prev, next *Resources, t resourcev3.Type) (changed []types.Resource, r
 	}
 	sort.Strings(removed)
 	return changed, removed
+}
+
+// DiffNames is Diff by name: the names of the changed resources and of
+// the removed ones. For Resources built by this package it makes no
+// resource (Diff assembles a whole route table that was not yet).
+func DiffNames(prev, next *Resources, t resourcev3.Type) (changed, removed []string) {
+	if ents, removed, ok := diffEntries(prev, next, t); ok {
+		for _, e := range ents {
+			changed = append(changed, e.name)
+		}
+		return changed, removed
+	}
+	res, removed := Diff(prev, next, t)
+	for _, r := range res {
+		changed = append(changed, cachev3.GetResourceName(r))
+	}
+	return changed, removed
+}
+
+// diffEntries is Diff for Resources built by this package (ok), by
+// content hash in one walk of the two sorted lists of entries.
+func diffEntries(prev, next *Resources, t resourcev3.Type) (changed []*entry, removed []string, ok bool) {
+	i := typeIndex(t)
+	if i < 0 || next.entries == nil || (prev != nil && prev.entries == nil) {
+		return nil, nil, false
+	}
+	var a []*entry
+	if prev != nil {
+		if prev.hashes[i] == next.hashes[i] {
+			return nil, nil, true
+		}
+		a = prev.entries[i]
+	}
+	b := next.entries[i]
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || (len(a) > 0 && a[0].name < b[0].name):
+			removed = append(removed, a[0].name)
+			a = a[1:]
+		case len(a) == 0 || b[0].name < a[0].name:
+			changed = append(changed, b[0])
+			b = b[1:]
+		default:
+			if a[0] != b[0] && a[0].version != b[0].version {
+				changed = append(changed, b[0])
+			}
+			a, b = a[1:], b[1:]
+		}
+	}
+	return changed, removed, true
 }
 
 // HasVHDS reports whether r has its route tables in VHDS form too

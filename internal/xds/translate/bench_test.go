@@ -25,8 +25,8 @@ func BenchmarkTranslate(b *testing.B) {
 
 func TestGeneratedGateway(t *testing.T) {
 	res := mustTranslate(t, generatedGateway(1000))
-	if len(res.Clusters) != 100 || len(res.Routes) != 1 {
-		t.Fatalf("%d clusters, %d route configs", len(res.Clusters), len(res.Routes))
+	if len(res.Clusters) != 100 || len(res.Routes()) != 1 {
+		t.Fatalf("%d clusters, %d route configs", len(res.Clusters), len(res.Routes()))
 	}
 	if _, err := res.Snapshot(); err != nil {
 		t.Fatal(err)

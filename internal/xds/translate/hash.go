@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"sync"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/proto"
@@ -83,10 +84,29 @@ type entry struct {
 	hash hash
 	// version is hash.String(), computed once.
 	version string
+	// build, when not nil, makes res on first use (resource), guarded by
+	// once: whole route tables (Resources.Routes).
+	build func() types.Resource
+	once  sync.Once
 }
 
 func newEntry(name string, res types.Resource, h hash) *entry {
 	return &entry{name: name, res: res, hash: h, version: h.String()}
+}
+
+// newLazyEntry is an entry whose resource build makes when first asked
+// for; build must depend on immutable values only.
+func newLazyEntry(name string, build func() types.Resource, h hash) *entry {
+	return &entry{name: name, build: build, hash: h, version: h.String()}
+}
+
+// resource returns e's resource, made now if it is lazy. Safe for
+// concurrent use.
+func (e *entry) resource() types.Resource {
+	if e.build != nil {
+		e.once.Do(func() { e.res = e.build() })
+	}
+	return e.res
 }
 
 // typeHash is the hash of the names and hashes of the resources of one

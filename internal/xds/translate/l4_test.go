@@ -196,7 +196,7 @@ func TestL4Resources(t *testing.T) {
 		t.Fatalf("listeners %v", got)
 	}
 	// The HTTPS chain's route table only: TCP routes have none.
-	if got := names(res.Routes); !slices.Equal(got, []string{"default/gw/tls-443/web"}) {
+	if got := names(res.Routes()); !slices.Equal(got, []string{"default/gw/tls-443/web"}) {
 		t.Errorf("routes %v", got)
 	}
 

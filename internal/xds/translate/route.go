@@ -12,6 +12,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -135,7 +136,10 @@ func (t *translator) routeConfigShell(name string, out *rcEntry) error {
 	if err := t.vhdsForms(shell, out, vhosts); err != nil {
 		return err
 	}
-	out.entry = newEntry(name, routeConfigWire(shell, vhosts), h)
+	// The whole table is assembled only when a state-of-the-world client
+	// or a reader asks for it (Resources.Routes); shell and vhosts are not
+	// changed after this.
+	out.entry = newLazyEntry(name, func() types.Resource { return routeConfigWire(shell, vhosts) }, h)
 	return nil
 }
 

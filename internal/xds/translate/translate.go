@@ -151,6 +151,15 @@ func (t *translator) translate() (*Resources, error) {
 		if len(ents[i]) == 0 {
 			continue
 		}
+		if i == routeIdx {
+			// Whole tables, assembled on first use (Resources.Routes):
+			// those of prev when they did not change.
+			res.tables = &lazyTables{}
+			if prev != nil && prev.tables != nil && sameSlice(ents[i], t.memo.ents[i]) {
+				res.tables = prev.tables
+			}
+			continue
+		}
 		if prev != nil && sameSlice(ents[i], t.memo.ents[i]) {
 			// A type that did not change: its list as it was (immutable),
 			// not a copy of thousands of clusters for a change of a route.

@@ -95,7 +95,7 @@ func routeNamed(t *testing.T, vh *routev3.VirtualHost, name string) *routev3.Rou
 
 func httpRoutes(t *testing.T, res *Resources) *routev3.VirtualHost {
 	t.Helper()
-	return vhost(t, find[*routev3.RouteConfiguration](t, res.Routes, "default/gw/http-80"), "any")
+	return vhost(t, find[*routev3.RouteConfiguration](t, res.Routes(), "default/gw/http-80"), "any")
 }
 
 func TestTranslateIsValidAndConsistent(t *testing.T) {
@@ -112,7 +112,7 @@ func TestTranslateIsValidAndConsistent(t *testing.T) {
 		"secrets":   {secretA, secretB},
 	}
 	got := map[string][]string{
-		"listeners": names(res.Listeners), "routes": names(res.Routes), "clusters": names(res.Clusters),
+		"listeners": names(res.Listeners), "routes": names(res.Routes()), "clusters": names(res.Clusters),
 		"endpoints": names(res.Endpoints), "secrets": names(res.Secrets),
 	}
 	for k, want := range wantNames {
@@ -252,7 +252,7 @@ func TestHTTPSListener(t *testing.T) {
 
 func TestRouteConfiguration(t *testing.T) {
 	res := mustTranslate(t, fullGateway())
-	rc := find[*routev3.RouteConfiguration](t, res.Routes, "default/gw/http-80")
+	rc := find[*routev3.RouteConfiguration](t, res.Routes(), "default/gw/http-80")
 	if !rc.IgnorePortInHostMatching || rc.ValidateClusters == nil || rc.ValidateClusters.Value {
 		t.Errorf("route config options: %v", rc)
 	}
@@ -285,7 +285,7 @@ func TestMatches(t *testing.T) {
 	if m := routeNamed(t, vh, "root").Match; m.GetPrefix() != "/" {
 		t.Errorf("nil path match = %v", m)
 	}
-	if m := vhost(t, find[*routev3.RouteConfiguration](t, mustTranslate(t, fullGateway()).Routes, "default/gw/http-80"), "foo").Routes[0].Match; m.GetPrefix() != "/" {
+	if m := vhost(t, find[*routev3.RouteConfiguration](t, mustTranslate(t, fullGateway()).Routes(), "default/gw/http-80"), "foo").Routes[0].Match; m.GetPrefix() != "/" {
 		t.Errorf("PathPrefix / = %v", m)
 	}
 	m := routeNamed(t, vh, "regex-direct").Match
@@ -686,7 +686,7 @@ func TestSharedRouteConfig(t *testing.T) {
 	// Chains a and b refer to the same route config: it is emitted once.
 	gw.Listeners[1].FilterChains[1].RouteConfig = gw.Listeners[1].FilterChains[2].RouteConfig
 	res := mustTranslate(t, gw)
-	if got := strings.Join(names(res.Routes), ","); got != "default/gw/http-80,default/gw/https-443/any,default/gw/https-443/b" {
+	if got := strings.Join(names(res.Routes()), ","); got != "default/gw/http-80,default/gw/https-443/any,default/gw/https-443/b" {
 		t.Errorf("routes = %s", got)
 	}
 	if _, err := res.Snapshot(); err != nil {
@@ -715,11 +715,11 @@ func TestWeightOverflow(t *testing.T) {
 func TestLargeDirectResponseBody(t *testing.T) {
 	gw := fullGateway()
 	routes(gw)[2].DirectResponse.Body = strings.Repeat("x", 5000)
-	rc := find[*routev3.RouteConfiguration](t, mustTranslate(t, gw).Routes, "default/gw/http-80")
+	rc := find[*routev3.RouteConfiguration](t, mustTranslate(t, gw).Routes(), "default/gw/http-80")
 	if rc.MaxDirectResponseBodySizeBytes.GetValue() != 5000 {
 		t.Errorf("max_direct_response_body_size_bytes = %v", rc.MaxDirectResponseBodySizeBytes)
 	}
-	rc = find[*routev3.RouteConfiguration](t, mustTranslate(t, fullGateway()).Routes, "default/gw/http-80")
+	rc = find[*routev3.RouteConfiguration](t, mustTranslate(t, fullGateway()).Routes(), "default/gw/http-80")
 	if rc.MaxDirectResponseBodySizeBytes != nil {
 		t.Errorf("limit set for a small body: %v", rc.MaxDirectResponseBodySizeBytes)
 	}
@@ -755,7 +755,7 @@ func TestNamesAlreadyScoped(t *testing.T) {
 	gw := fullGateway()
 	gw.Listeners[0].FilterChains[0].RouteConfig.Name = "default/gw/http-80"
 	res := mustTranslate(t, gw)
-	if got := names(res.Routes)[0]; got != "default/gw/http-80" {
+	if got := names(res.Routes())[0]; got != "default/gw/http-80" {
 		t.Errorf("route config name = %q", got)
 	}
 	if got := hcmOf(t, find[*listenerv3.Listener](t, res.Listeners, "default/gw/http-80").FilterChains[0]).GetRds().GetRouteConfigName(); got != "default/gw/http-80" {

@@ -67,8 +67,8 @@ func checkValid(t *testing.T, res *Resources) {
 // that name; and nothing else is in either list.
 func checkVHDS(t *testing.T, res *Resources) {
 	t.Helper()
-	if len(res.VHDSRoutes) != len(res.Routes) {
-		t.Fatalf("%d route configs in VHDS form, %d whole", len(res.VHDSRoutes), len(res.Routes))
+	if len(res.VHDSRoutes) != len(res.Routes()) {
+		t.Fatalf("%d route configs in VHDS form, %d whole", len(res.VHDSRoutes), len(res.Routes()))
 	}
 	vhosts := map[string]*routev3.VirtualHost{}
 	for _, r := range res.VirtualHosts {
@@ -82,7 +82,7 @@ func checkVHDS(t *testing.T, res *Resources) {
 	if len(vhosts) != len(res.VirtualHosts) {
 		t.Fatalf("virtual host names are not unique: %v", names(res.VirtualHosts))
 	}
-	for i, r := range res.Routes {
+	for i, r := range res.Routes() {
 		d, err := Decode(r)
 		if err != nil {
 			t.Fatal(err)

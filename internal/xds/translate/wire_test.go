@@ -18,7 +18,7 @@ import (
 // part (they render the decoded form).
 func checkWire(t *testing.T, res *Resources) {
 	t.Helper()
-	for _, w := range slices.Concat(res.Endpoints, res.Routes, res.VirtualHosts) {
+	for _, w := range slices.Concat(res.Endpoints, res.Routes(), res.VirtualHosts) {
 		name := cachev3.GetResourceName(w)
 		b, err := cachev3.MarshalResource(w)
 		if err != nil {
