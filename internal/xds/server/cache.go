@@ -110,6 +110,17 @@ var (
 // virtual hosts of VHDS.
 var deltaTypes = append(servedTypes[:len(servedTypes):len(servedTypes)], resourcev3.VirtualHostType)
 
+// deltaVersion is the system version of the responses of the delta cache
+// of type t: the content hash of what it serves (the Gateway's version for
+// Resources without type versions), so that the version a proxy ACKs tells
+// whether it runs what is served, on any replica (package proxysync).
+func deltaVersion(t resourcev3.Type, r *translate.Resources) string {
+	if v := r.TypeVersion(deltaSource(t, r)); v != "" {
+		return v
+	}
+	return r.Version
+}
+
 // deltaSource is the list of r a delta cache of type t is fed from: route
 // tables in VHDS form, the rest as they are. Resources without VHDS forms
 // (not built by the translate package) serve whole route tables.
@@ -316,7 +327,7 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 			}
 		}
 		if d := deltaDiffs[t]; len(d.changed) > 0 {
-			g.delta[t].update(r.Version, d.changed, nil)
+			g.delta[t].update(deltaVersion(t, r), d.changed, nil)
 		}
 	}
 	for _, t := range removeOrder {
@@ -331,11 +342,11 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 			}
 		}
 		if d := deltaDiffs[t]; len(d.removed) > 0 {
-			g.delta[t].update(r.Version, nil, d.removed)
+			g.delta[t].update(deltaVersion(t, r), nil, d.removed)
 		}
 	}
-	for _, dc := range g.delta {
-		dc.version = r.Version
+	for t, dc := range g.delta {
+		dc.version = deltaVersion(t, r)
 	}
 	g.res = r
 	if !lazyRoutes {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -43,6 +44,9 @@ type callbacks struct {
 	// and on unary fetches (checkUID).
 	verify func(context.Context, pki.Identity) error
 
+	// now is the clock of the proxies' sync records (time.Now).
+	now func() time.Time
+
 	mu sync.Mutex
 	// State of each open stream. The SotW and delta servers number their
 	// streams independently, hence two maps.
@@ -57,6 +61,10 @@ type streamState struct {
 	gateway  string               // node.cluster, bound by the first request
 	nodeID   string               // node.id of the first request
 	sent     map[string]sentState // SotW: last response sent, by type URL
+	opened   time.Time
+	// sync is what was sent of each type and what the proxy answered
+	// (proxies.go).
+	sync map[string]*typeSync
 }
 
 type sentState struct{ nonce, version string }
@@ -64,7 +72,7 @@ type sentState struct{ nonce, version string }
 var _ serverv3.Callbacks = (*callbacks)(nil)
 
 func newCallbacks(log *slog.Logger, m *metrics.Metrics) *callbacks {
-	return &callbacks{log: log, m: m, sotw: map[int64]*streamState{}, delta: map[int64]*streamState{}}
+	return &callbacks{log: log, m: m, now: time.Now, sotw: map[int64]*streamState{}, delta: map[int64]*streamState{}}
 }
 
 // bind returns the state of stream id in streams, binding the stream to the
@@ -97,7 +105,7 @@ func (c *callbacks) bind(streams map[int64]*streamState, id int64, node *corev3.
 		return st, nil
 	}
 	if st == nil {
-		st = &streamState{sent: map[string]sentState{}}
+		st = c.newStreamState()
 		streams[id] = st
 	}
 	st.gateway, st.nodeID = cluster, node.GetId()
@@ -125,7 +133,9 @@ func (c *callbacks) open(ctx context.Context, kind string, streams map[int64]*st
 	c.log.Debug("xds client authenticated", "kind", kind, "stream", id, "gateway", ident.Gateway(),
 		"uid", ident.UID, "serial", cert.SerialNumber.Text(16), "not_after", cert.NotAfter)
 	c.mu.Lock()
-	streams[id] = &streamState{identity: ident.Gateway(), id: ident, conn: conn, sent: map[string]sentState{}}
+	st := c.newStreamState()
+	st.identity, st.id, st.conn = ident.Gateway(), ident, conn
+	streams[id] = st
 	c.mu.Unlock()
 	return nil
 }
@@ -179,6 +189,7 @@ func (c *callbacks) request(kind string, streams map[int64]*streamState, id int6
 	var gw, nodeID string
 	if err == nil {
 		gw, nodeID = st.gateway, st.nodeID
+		c.recordRequest(st, req)
 		if req.GetErrorDetail() != nil {
 			if last, ok := st.sent[req.GetTypeUrl()]; ok && last.nonce == req.GetResponseNonce() {
 				rejected = last.version
@@ -232,6 +243,7 @@ func (c *callbacks) OnStreamResponse(_ context.Context, id int64, req *discovery
 	c.mu.Lock()
 	if st, ok := c.sotw[id]; ok {
 		st.sent[resp.GetTypeUrl()] = sentState{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
+		c.recordSotwResponse(st, resp)
 	}
 	c.mu.Unlock()
 	c.responded(metrics.KindSotW, id, req.GetNode(), resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetNonce(), len(resp.GetResources()))
@@ -253,6 +265,11 @@ func (c *callbacks) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscove
 }
 
 func (c *callbacks) OnStreamDeltaResponse(id int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+	c.mu.Lock()
+	if st, ok := c.delta[id]; ok {
+		c.recordDeltaResponse(st, resp)
+	}
+	c.mu.Unlock()
 	c.responded(metrics.KindDelta, id, req.GetNode(), resp.GetTypeUrl(), resp.GetSystemVersionInfo(), resp.GetNonce(),
 		len(resp.GetResources()), "removed", len(resp.GetRemovedResources()))
 }

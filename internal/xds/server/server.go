@@ -66,6 +66,7 @@ import (
 
 	"github.com/portico-dev/portico/internal/metrics"
 	"github.com/portico-dev/portico/internal/pki"
+	"github.com/portico-dev/portico/internal/proxysync"
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
@@ -134,9 +135,15 @@ type Server struct {
 	cache *gatewayCache
 	kicks kicker // after each Update: re-check open streams' identities
 
-	mu       sync.Mutex        // serialises Update
-	versions map[string]string // gateway → version set in the cache
-	withheld map[string]int    // gateway → Secrets not served
+	mu       sync.Mutex           // serialises Update
+	versions map[string]string    // gateway → version set in the cache
+	since    map[string]time.Time // gateway → when its version was set
+	withheld map[string]int       // gateway → Secrets not served
+
+	// cbs are the callbacks of the running Serves, whose streams
+	// ProxyReport lists.
+	cbMu sync.Mutex
+	cbs  map[*callbacks]struct{}
 }
 
 // New returns a Server with an empty cache. A nil log discards
@@ -155,7 +162,9 @@ func New(log *slog.Logger, m *metrics.Metrics) *Server {
 		sec:      newSecurityMetrics(m),
 		cache:    newGatewayCache(cacheLogger{log}),
 		versions: map[string]string{},
+		since:    map[string]time.Time{},
 		withheld: map[string]int{},
+		cbs:      map[*callbacks]struct{}{},
 	}
 }
 
@@ -211,6 +220,7 @@ func (s *Server) Update(_ context.Context, res []*translate.Resources) error {
 			continue
 		}
 		s.versions[gw] = r.Version
+		s.since[gw] = time.Now()
 		if withhold {
 			s.noteWithheld(gw, len(r.Secrets))
 		}
@@ -228,11 +238,41 @@ func (s *Server) Update(_ context.Context, res []*translate.Resources) error {
 	for _, gw := range gone {
 		s.cache.remove(gw)
 		delete(s.versions, gw)
+		delete(s.since, gw)
 		s.noteWithheld(gw, 0)
 		s.m.DeleteGateway(gw)
 		s.log.Info("xds gateway no longer served", "gateway", gw)
 	}
 	return errors.Join(errs...)
+}
+
+// ProxyReport is the replica's report of its proxies (package
+// proxysync): the Gateways it serves with their versions, and the sync
+// record of every open stream, sorted by gateway, node id and stream.
+func (s *Server) ProxyReport(replica string) proxysync.Report {
+	rep := proxysync.Report{Replica: replica, Time: time.Now(), Gateways: []proxysync.GatewayVersion{}, Proxies: []proxysync.Proxy{}}
+	s.mu.Lock()
+	for gw, v := range s.versions {
+		rep.Gateways = append(rep.Gateways, proxysync.GatewayVersion{Gateway: gw, Version: v, Since: s.since[gw]})
+	}
+	s.mu.Unlock()
+	sort.Slice(rep.Gateways, func(i, j int) bool { return rep.Gateways[i].Gateway < rep.Gateways[j].Gateway })
+	s.cbMu.Lock()
+	for cb := range s.cbs {
+		rep.Proxies = cb.proxies(replica, rep.Proxies)
+	}
+	s.cbMu.Unlock()
+	sort.Slice(rep.Proxies, func(i, j int) bool {
+		a, b := &rep.Proxies[i], &rep.Proxies[j]
+		if a.Gateway != b.Gateway {
+			return a.Gateway < b.Gateway
+		}
+		if a.NodeID != b.NodeID {
+			return a.NodeID < b.NodeID
+		}
+		return a.Stream < b.Stream
+	})
+	return rep
 }
 
 // servedTypes are the resource types of a Gateway's snapshot.
@@ -299,6 +339,14 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 	}
 	xds := serverv3.NewServer(ctx, s.cache, cb)
 	register(gs, xds)
+	s.cbMu.Lock()
+	s.cbs[cb] = struct{}{}
+	s.cbMu.Unlock()
+	defer func() {
+		s.cbMu.Lock()
+		delete(s.cbs, cb)
+		s.cbMu.Unlock()
+	}()
 
 	s.sec.setMode(s.Mode())
 	s.warnInsecure(lis.Addr().String())
