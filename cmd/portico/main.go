@@ -5,6 +5,7 @@
 //	portico bootstrap --gateway NS/NAME [--xds-address 127.0.0.1:18000] [--xds-ca FILE …] [--admin-address 127.0.0.1:9901]
 //	portico certs --dir DIR --gateway NS/NAME [--server-name 127.0.0.1]
 //	portico controller [--kubeconfig FILE] [--namespace NS] [flags]
+//	portico proxy-status [--debug-address 127.0.0.1:19001] [-o table|json] [PROXY]
 //	portico proxy-agent [--admin-address 127.0.0.1:19001] [--listen :19003] [--drain-timeout 60s] [--min-drain-duration 5s]
 //	portico version
 //
@@ -68,6 +69,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return controllerCmd(ctx, args[1:], stdout, stderr)
+	case "proxy-status":
+		return proxyStatusCmd(ctx, args[1:], stdout, stderr)
 	case "proxy-agent":
 		return proxyAgentCmd(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
@@ -91,6 +94,7 @@ Commands:
   bootstrap    print the bootstrap of an Envoy that gets its configuration from standalone
   certs        write a local CA and the certificates of mutual TLS between standalone and Envoys
   controller   run against a Kubernetes cluster (leader-elected status writing, xDS on every replica)
+  proxy-status what every proxy connected to a debug server accepted, per resource type
   proxy-agent  the shutdown manager beside each provisioned Envoy (drains it on SIGTERM)
   version      print the version
 

@@ -87,6 +87,7 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	})
 	adminServer := admin.New(log, m, pipe)
 	debugServer := admin.NewDebug(admin.DebugOptions{Log: log, Source: admin.PipelineViews(pipe), Insecure: *debugInsecure})
+	debugServer.Handle("GET /debug/proxies", admin.ProxiesHandler("standalone", xdsServer))
 	provider := file.New(*resources, pipe.Submit, log, *debounce).WithOptions(file.Options{Limits: loadLimits.limits(), Metrics: m})
 
 	xdsLis, err := net.Listen("tcp", xf.listenAddress(xdsServer.Mode() == server.ModeMTLS))

@@ -11,8 +11,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -26,6 +31,7 @@ import (
 	"github.com/portico-dev/portico/internal/pipeline"
 	"github.com/portico-dev/portico/internal/pki/certstore"
 	"github.com/portico-dev/portico/internal/provider/kube"
+	"github.com/portico-dev/portico/internal/proxysync"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/status"
 	xdsserver "github.com/portico-dev/portico/internal/xds/server"
@@ -105,7 +111,21 @@ type Options struct {
 	// MaxRouteExpansion and MaxGatewayExpansion are the budgets of
 	// gatewayapi.Options (0: the defaults).
 	MaxRouteExpansion, MaxGatewayExpansion int
-	Log                                    *slog.Logger
+	// ProxySync configures the aggregation of the proxies' sync state
+	// into the portico.dev/ProxiesInSync condition (leader only).
+	ProxySync ProxySync
+	Log       *slog.Logger
+}
+
+// ProxySync configures the leader's aggregation of every replica's proxy
+// report (package proxysync).
+type ProxySync struct {
+	// Peers lists the other replicas' debug servers; nil: this replica's
+	// proxies only.
+	Peers func(context.Context) ([]proxysync.Peer, error)
+	// Interval between rounds and StaleAfter, the stale threshold (0: the
+	// proxysync defaults).
+	Interval, StaleAfter time.Duration
 }
 
 func (o *Options) defaults() {
@@ -205,6 +225,9 @@ func New(opts Options) (*Controller, error) {
 		Metrics:        status.NewMetrics(c.metrics.Registry),
 		Log:            log.With("component", "status"),
 	})
+	// Until the first aggregation of a term, Gateways keep their live
+	// proxy-sync condition.
+	c.writer.SetGatewayConditions([]string{proxysync.ConditionType}, nil)
 	c.xds = xdsserver.New(log.With("component", "xds"), c.metrics)
 	pcfg := pipeline.Config{
 		ControllerName:      opts.ControllerName,
@@ -317,6 +340,7 @@ func New(opts Options) (*Controller, error) {
 		}
 		c.debug = admin.NewDebug(dopts)
 		c.debug.Handle("GET /debug/leader", http.HandlerFunc(c.serveLeader))
+		c.debug.Handle("GET /debug/proxies", admin.ProxiesHandler(opts.Identity, c.xds))
 	}
 	return c, nil
 }
@@ -395,6 +419,18 @@ func (c *Controller) Run(ctx context.Context) error {
 // every writer: statuses and provisioned proxies.
 func (c *Controller) startTerm(ctx context.Context) {
 	c.writer.SetLeading(ctx)
+	if ctx != nil {
+		// The aggregation of the proxies' state runs for the term.
+		col := c.proxySyncCollector()
+		c.termWG.Add(1)
+		go func() {
+			defer c.termWG.Done()
+			col.Run(ctx)
+		}()
+	} else {
+		// A later term starts from the live conditions, not this term's.
+		c.writer.SetGatewayConditions([]string{proxysync.ConditionType}, nil)
+	}
 	if c.infra != nil {
 		c.infra.SetLeading(ctx)
 	}
@@ -408,6 +444,44 @@ func (c *Controller) startTerm(ctx context.Context) {
 			}
 		}()
 	}
+}
+
+// proxySyncCollector is the term's aggregation of the proxies' state: its
+// conditions go to the status writer.
+func (c *Controller) proxySyncCollector() *proxysync.Collector {
+	ps := c.opts.ProxySync
+	cfg := proxysync.CollectorConfig{
+		Local:      func() proxysync.Report { return c.xds.ProxyReport(c.opts.Identity) },
+		Peers:      ps.Peers,
+		Interval:   ps.Interval,
+		StaleAfter: ps.StaleAfter,
+		Log:        c.log.With("component", "proxysync"),
+		Sink: func(conds map[types.NamespacedName][]metav1.Condition) {
+			c.writer.SetGatewayConditions([]string{proxysync.ConditionType}, conds)
+		},
+	}
+	if ps.Peers != nil {
+		rc := c.opts.RESTConfig
+		cfg.Token = func() (string, error) { return bearerToken(rc) }
+		cfg.Client = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: proxysync.PeerTLS()}}
+	}
+	return proxysync.NewCollector(cfg)
+}
+
+// bearerToken is the token of cfg (in a cluster, the ServiceAccount's,
+// read again each time: the kubelet rotates it).
+func bearerToken(cfg *rest.Config) (string, error) {
+	if cfg.BearerTokenFile != "" {
+		b, err := os.ReadFile(cfg.BearerTokenFile)
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	if cfg.BearerToken == "" {
+		return "", errors.New("the controller's credentials have no bearer token to present to the other replicas")
+	}
+	return cfg.BearerToken, nil
 }
 
 func (c *Controller) serveLeader(w http.ResponseWriter, _ *http.Request) {

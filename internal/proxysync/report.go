@@ -55,8 +55,14 @@ const (
 type Report struct {
 	// Replica is the replica's identity (its leader-election identity, or
 	// "standalone").
-	Replica string    `json:"replica"`
-	Time    time.Time `json:"time"`
+	Replica string `json:"replica"`
+	// Time is when the replica made the report, on its clock.
+	Time time.Time `json:"time"`
+	// Received is when the aggregator received it, on the aggregator's
+	// clock: the records' ages are measured on the replica's clock, from
+	// Time plus what elapsed since Received, so clock skew between
+	// replicas does not matter.
+	Received time.Time `json:"-"`
 	// Gateways are the Gateways the replica serves, by name.
 	Gateways []GatewayVersion `json:"gateways"`
 	// Proxies are the open xDS streams, by gateway, node id and stream.

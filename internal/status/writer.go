@@ -114,6 +114,10 @@ type Writer struct {
 	// publishedOnce: Publish was called; sweepWanted: a term started
 	// before, and its sweep waits for the first Publish.
 	publishedOnce, sweepWanted bool
+	// extra are the Gateway conditions of other sources, by key, and
+	// extraTypes the types they manage (extra.go).
+	extra      map[string][]metav1.Condition
+	extraTypes []string
 }
 
 // sweepKey is the queue item of a sweep for stale entries of ours; it
@@ -569,6 +573,13 @@ func (w *Writer) write(ctx context.Context, e *entry, s *gatewayapi.Status, from
 	var orig client.Object
 	if !isShared(s.Kind) {
 		orig = obj.DeepCopyObject().(client.Object)
+	}
+	if gw, ok := obj.(*gwv1.Gateway); ok && s.Gateway != nil {
+		w.mu.Lock()
+		with := *s
+		with.Gateway = w.withExtra(s.Key(), s.Gateway, s.Generation, &gw.Status)
+		w.mu.Unlock()
+		s = &with
 	}
 	if !applyDesired(obj, s, gwv1.GatewayController(w.cfg.ControllerName), now) {
 		w.cfg.Metrics.Writes.WithLabelValues(s.Kind.String(), ResultSkipped).Inc()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -44,8 +45,10 @@ type callbacks struct {
 	// and on unary fetches (checkUID).
 	verify func(context.Context, pki.Identity) error
 
-	// now is the clock of the proxies' sync records (time.Now).
+	// now is the clock of the proxies' sync records (time.Now); rev,
+	// when set, counts their changes (Server.ProxyRevision).
 	now func() time.Time
+	rev *atomic.Uint64
 
 	mu sync.Mutex
 	// State of each open stream. The SotW and delta servers number their
@@ -165,6 +168,7 @@ func (c *callbacks) closed(kind string, streams map[int64]*streamState, id int64
 	c.mu.Lock()
 	delete(streams, id)
 	c.mu.Unlock()
+	c.changed()
 	c.log.Debug("xds stream closed", "kind", kind, "stream", id,
 		"gateway", node.GetCluster(), "node", node.GetId())
 }

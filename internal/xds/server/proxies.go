@@ -42,7 +42,15 @@ type sentResponse struct {
 	diff proxysync.Diff
 }
 
+// changed counts a change of the records.
+func (c *callbacks) changed() {
+	if c.rev != nil {
+		c.rev.Add(1)
+	}
+}
+
 func (c *callbacks) newStreamState() *streamState {
+	c.changed()
 	return &streamState{sent: map[string]sentState{}, opened: c.now(), sync: map[string]*typeSync{}}
 }
 
@@ -51,6 +59,7 @@ func (c *callbacks) newStreamState() *streamState {
 func (c *callbacks) typeSync(st *streamState, typeURL string) *typeSync {
 	ts := st.sync[typeURL]
 	if ts == nil {
+		c.changed()
 		ts = &typeSync{requested: c.now()}
 		st.sync[typeURL] = ts
 	}
@@ -69,6 +78,7 @@ func (c *callbacks) recordRequest(st *streamState, req streamRequest) {
 	if nonce == "" {
 		return
 	}
+	c.changed()
 	i := slices.IndexFunc(ts.outstanding, func(s sentResponse) bool { return s.resp.Nonce == nonce })
 	if i < 0 {
 		// An answer to a response already answered (a SotW subscription
@@ -89,6 +99,7 @@ func (c *callbacks) recordRequest(st *streamState, req streamRequest) {
 
 // recordSent records a response of typeURL on st. The caller holds c.mu.
 func (c *callbacks) recordSent(st *streamState, typeURL string, r proxysync.Response, d proxysync.Diff) {
+	c.changed()
 	ts := c.typeSync(st, typeURL)
 	r.Time = c.now()
 	ts.last = &r

@@ -50,6 +50,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
@@ -144,6 +145,8 @@ type Server struct {
 	// ProxyReport lists.
 	cbMu sync.Mutex
 	cbs  map[*callbacks]struct{}
+	// rev counts the changes of what ProxyReport reports.
+	rev atomic.Uint64
 }
 
 // New returns a Server with an empty cache. A nil log discards
@@ -221,6 +224,7 @@ func (s *Server) Update(_ context.Context, res []*translate.Resources) error {
 		}
 		s.versions[gw] = r.Version
 		s.since[gw] = time.Now()
+		s.rev.Add(1)
 		if withhold {
 			s.noteWithheld(gw, len(r.Secrets))
 		}
@@ -239,6 +243,7 @@ func (s *Server) Update(_ context.Context, res []*translate.Resources) error {
 		s.cache.remove(gw)
 		delete(s.versions, gw)
 		delete(s.since, gw)
+		s.rev.Add(1)
 		s.noteWithheld(gw, 0)
 		s.m.DeleteGateway(gw)
 		s.log.Info("xds gateway no longer served", "gateway", gw)
@@ -274,6 +279,10 @@ func (s *Server) ProxyReport(replica string) proxysync.Report {
 	})
 	return rep
 }
+
+// ProxyRevision counts the changes of what ProxyReport reports, but for
+// the time: equal revisions, equal reports.
+func (s *Server) ProxyRevision() uint64 { return s.rev.Load() }
 
 // servedTypes are the resource types of a Gateway's snapshot.
 var servedTypes = []resourcev3.Type{
@@ -332,6 +341,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 	// Each Serve has its own xDS server (whose stream handlers end with
 	// ctx) and its own callbacks (stream ids are per xDS server).
 	cb := newCallbacks(s.log, s.m)
+	cb.rev = &s.rev
 	cb.mtls = s.authenticated()
 	if cb.mtls && s.GatewayUID != nil {
 		lookup := s.GatewayUID

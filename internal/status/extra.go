@@ -1,0 +1,91 @@
+package status
+
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/resource"
+)
+
+// Gateway conditions from outside the translation: Portico's own
+// conditions that the translator cannot know, such as
+// portico.dev/ProxiesInSync, which says what the proxies accepted (package
+// proxysync). Their source hands the writer the whole set at once
+// (SetGatewayConditions); a Gateway whose condition changed (in anything
+// but its time) is enqueued, and written under the same write interval as
+// any other change, so a source that recomputes often costs no writes
+// while nothing changes. A Gateway the set does not name keeps the live
+// condition of each type the source manages: a new leader, whose source
+// has not reported yet, does not remove what the previous one wrote.
+
+// SetGatewayConditions replaces the extra conditions of Gateways, by
+// Gateway; managed are the condition types the source sets. Conditions
+// carry no time and no observedGeneration: the writer stamps both.
+func (w *Writer) SetGatewayConditions(managed []string, conds map[types.NamespacedName][]metav1.Condition) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.extraTypes = slices.Clone(managed)
+	old := w.extra
+	w.extra = make(map[string][]metav1.Condition, len(conds))
+	for nn, c := range conds {
+		k := gatewayKey(nn)
+		w.extra[k] = c
+		if !sameConditions(old[k], c) {
+			w.enqueueExtra(k)
+		}
+	}
+	for k := range old {
+		if _, ok := w.extra[k]; !ok {
+			w.enqueueExtra(k)
+		}
+	}
+}
+
+func gatewayKey(nn types.NamespacedName) string {
+	return (&gatewayapi.Status{Kind: resource.KindGateway, Namespace: nn.Namespace, Name: nn.Name}).Key()
+}
+
+// enqueueExtra enqueues the Gateway k if it has a desired status. Called
+// with w.mu held.
+func (w *Writer) enqueueExtra(k string) {
+	if e := w.desired[k]; e != nil {
+		e.version++
+		w.enqueue(k, e)
+	}
+}
+
+func sameConditions(a, b []metav1.Condition) bool {
+	return slices.EqualFunc(a, b, func(x, y metav1.Condition) bool {
+		return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message
+	})
+}
+
+// withExtra returns the desired Gateway status s with the extra conditions
+// of its Gateway, or, when it has none, the live conditions of the managed
+// types. Called with w.mu held; s is not modified.
+func (w *Writer) withExtra(k string, s *gwv1.GatewayStatus, generation int64, live *gwv1.GatewayStatus) *gwv1.GatewayStatus {
+	if len(w.extraTypes) == 0 || s == nil {
+		return s
+	}
+	out := *s
+	out.Conditions = slices.Clone(s.Conditions)
+	if conds, ok := w.extra[k]; ok {
+		for _, c := range conds {
+			c.ObservedGeneration = generation
+			out.Conditions = append(out.Conditions, c)
+		}
+		return &out
+	}
+	if live != nil {
+		for _, c := range live.Conditions {
+			if slices.Contains(w.extraTypes, c.Type) {
+				out.Conditions = append(out.Conditions, c)
+			}
+		}
+	}
+	return &out
+}
