@@ -130,7 +130,12 @@ func (c *Collector) Round(ctx context.Context) {
 	local := c.cfg.Local()
 	now := c.cfg.Now()
 	local.Received = now
-	reports := append([]Report{local}, c.fetchPeers(ctx)...)
+	reports := []Report{local}
+	for _, r := range c.fetchPeers(ctx) {
+		if r.Replica != local.Replica { // the replica itself, listed among its peers
+			reports = append(reports, r)
+		}
+	}
 	if ctx.Err() != nil {
 		return
 	}
@@ -225,7 +230,9 @@ func (c *Collector) fetch(ctx context.Context, p Peer) (Report, error) {
 		if err != nil {
 			return Report{}, fmt.Errorf("token: %w", err)
 		}
-		req.Header.Set("Authorization", "Bearer "+tok)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
 	}
 	resp, err := c.cfg.Client.Do(req)
 	if err != nil {

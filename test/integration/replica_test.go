@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/portico-dev/portico/internal/controller"
+	"github.com/portico-dev/portico/internal/proxysync"
 )
 
 // faults wraps a replica's transport to the API server: it counts the
@@ -101,6 +102,9 @@ const (
 type replicaOpts struct {
 	leaseNamespace string
 	controllerName string
+	// peers, when set, lists the other replicas for the proxy-sync
+	// aggregation.
+	peers func(context.Context) ([]proxysync.Peer, error)
 }
 
 func (f *fixture) opts() replicaOpts {
@@ -142,6 +146,7 @@ func startReplica(t *testing.T, name string, o replicaOpts) *replica {
 		XDSListener:      xl,
 		AdminListener:    al,
 		DebugListener:    dl,
+		ProxySync:        controller.ProxySync{Peers: o.peers, Interval: 200 * time.Millisecond},
 		Log:              testLogger(t, name),
 	})
 	if err != nil {
