@@ -48,6 +48,8 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	controllerName := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to serve")
 	budgets := addBudgetFlags(fs)
 	electionID := fs.String("leader-election-id", "portico-leader", "`name` of the leader-election Lease")
+	peerSelector := fs.String("peer-selector", "", "label `selector` of the controller's Pods in --namespace: the leader aggregates every replica's proxy sync state "+
+		"(GET /debug/proxies on each one's debug server, which must listen off loopback) into the Gateways' portico.dev/ProxiesInSync; empty: its own proxies only")
 	identity := fs.String("identity", "", "leader-election identity (default: pod name plus a random suffix)")
 	leaseDuration := fs.Duration("lease-duration", defaultLease, "how long a Lease is valid without renewal")
 	renewDeadline := fs.Duration("renew-deadline", defaultRenew, "how long the leader retries renewing before it stops writing")
@@ -126,6 +128,14 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 	}
 	maxRoute, maxGateway := budgets.values()
+	var proxySync controller.ProxySync
+	if *peerSelector != "" {
+		if proxySync.Peers, err = podPeers(cfg, *namespace, *peerSelector, *debugAddr); err != nil {
+			closeAll()
+			fmt.Fprintf(stderr, "portico controller: %v\n", err)
+			return exitUsage
+		}
+	}
 	c, err := controller.New(controller.Options{
 		RESTConfig:        cfg,
 		Namespace:         *namespace,
@@ -153,7 +163,8 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		XDSServiceAddress: *xdsService,
 		ProxyAgentImage:   *agentImage,
 		MaxRouteExpansion: maxRoute, MaxGatewayExpansion: maxGateway,
-		Log: log,
+		ProxySync: proxySync,
+		Log:       log,
 	})
 	if err != nil {
 		closeAll()

@@ -55,7 +55,7 @@ func Aggregate(reports []Report, current map[string]Current, now time.Time, stal
 	type key struct{ gw, node string }
 	newest := map[key]*Proxy{}
 	versions := map[string]map[string]string{} // replica → gateway → version
-	nowOf := map[string]time.Time{} // replica → now on its clock
+	nowOf := map[string]time.Time{}            // replica → now on its clock
 	for ri := range reports {
 		r := &reports[ri]
 		nowOf[r.Replica] = now

@@ -92,6 +92,13 @@ func TestChartDebugServer(t *testing.T) {
 		!slices.Equal(reader.Rules[0].Verbs, []string{"get"}) {
 		t.Errorf("ClusterRole portico-debug-reader = %+v, want get on /debug/*", reader)
 	}
+	// The leader reads its peers' /debug/proxies (proxy sync) with its
+	// own token.
+	peer := exp.clusterR["portico-peer-proxies"]
+	if peer == nil || len(peer.Rules) != 1 || !slices.Equal(peer.Rules[0].NonResourceURLs, []string{"/debug/proxies"}) ||
+		exp.bindings["portico-peer-proxies"] == nil {
+		t.Errorf("debug.expose does not let the controller read its peers' /debug/proxies: %+v", peer)
+	}
 	for name := range exp.bindings {
 		if strings.Contains(name, "reader") {
 			t.Errorf("the chart binds the reader role (%s): who may read is the operator's choice", name)

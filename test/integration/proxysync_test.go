@@ -153,6 +153,3 @@ func TestProxiesInSyncCondition(t *testing.T) {
 	})
 	t.Logf("ACK → condition True on the new leader in %s", time.Since(acked).Round(time.Millisecond))
 }
-
-
-
