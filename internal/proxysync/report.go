@@ -138,6 +138,25 @@ type Diff struct {
 	Omitted   int        `json:"omitted,omitempty"`
 }
 
+// Add adds a resource sent, or counts it in Omitted beyond MaxDiffNames.
+func (d *Diff) Add(r Resource) {
+	if len(d.Resources)+len(d.Removed) >= MaxDiffNames {
+		d.Omitted++
+		return
+	}
+	d.Resources = append(d.Resources, r)
+}
+
+// AddRemoved adds a name removed, or counts it in Omitted beyond
+// MaxDiffNames.
+func (d *Diff) AddRemoved(name string) {
+	if len(d.Resources)+len(d.Removed) >= MaxDiffNames {
+		d.Omitted++
+		return
+	}
+	d.Removed = append(d.Removed, name)
+}
+
 // Resource is a resource name and its version ("" in state-of-the-world
 // responses, which carry no per-resource version).
 type Resource struct {

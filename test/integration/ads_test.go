@@ -48,6 +48,20 @@ func dialADS(t *testing.T, addr, gateway, typeURL string) *adsStream {
 
 // next waits up to timeout for the next response and ACKs it.
 func (a *adsStream) next(timeout time.Duration) (*discoveryv3.DiscoveryResponse, error) {
+	r, err := a.recvNoAck(timeout)
+	if err != nil {
+		return nil, err
+	}
+	ack := &discoveryv3.DiscoveryRequest{Node: a.node, TypeUrl: a.typeURL, VersionInfo: r.VersionInfo, ResponseNonce: r.Nonce}
+	if err := a.stream.Send(ack); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// recvNoAck waits up to timeout for the stream's next response and does
+// not answer it.
+func (a *adsStream) recvNoAck(timeout time.Duration) (*discoveryv3.DiscoveryResponse, error) {
 	type res struct {
 		r   *discoveryv3.DiscoveryResponse
 		err error
@@ -59,14 +73,7 @@ func (a *adsStream) next(timeout time.Duration) (*discoveryv3.DiscoveryResponse,
 	}()
 	select {
 	case x := <-ch:
-		if x.err != nil {
-			return nil, x.err
-		}
-		ack := &discoveryv3.DiscoveryRequest{Node: a.node, TypeUrl: a.typeURL, VersionInfo: x.r.VersionInfo, ResponseNonce: x.r.Nonce}
-		if err := a.stream.Send(ack); err != nil {
-			return nil, err
-		}
-		return x.r, nil
+		return x.r, x.err
 	case <-time.After(timeout):
 		a.cancel() // unblocks the Recv goroutine
 		return nil, fmt.Errorf("no %s response within %s", a.typeURL, timeout)

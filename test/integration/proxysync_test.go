@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -16,27 +15,6 @@ import (
 
 	"github.com/portico-dev/portico/internal/proxysync"
 )
-
-// recvNoAck waits up to timeout for the stream's next response and does
-// not answer it.
-func (a *adsStream) recvNoAck(timeout time.Duration) (*discoveryv3.DiscoveryResponse, error) {
-	type res struct {
-		r   *discoveryv3.DiscoveryResponse
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		r, err := a.stream.Recv()
-		ch <- res{r, err}
-	}()
-	select {
-	case x := <-ch:
-		return x.r, x.err
-	case <-time.After(timeout):
-		a.cancel()
-		return nil, fmt.Errorf("no %s response within %s", a.typeURL, timeout)
-	}
-}
 
 // answer ACKs r (errMsg "") or NACKs it, naming accepted as the version
 // the proxy keeps.

@@ -111,12 +111,12 @@ func (c *callbacks) recordSent(st *streamState, typeURL string, r proxysync.Resp
 
 func (c *callbacks) recordSotwResponse(st *streamState, resp *discoveryv3.DiscoveryResponse) {
 	var d proxysync.Diff
-	for _, a := range resp.GetResources() {
-		if len(d.Resources) == proxysync.MaxDiffNames {
-			d.Omitted++
-			continue
+	for i, a := range resp.GetResources() {
+		if i >= proxysync.MaxDiffNames { // counted, not decoded
+			d.Omitted += len(resp.GetResources()) - i
+			break
 		}
-		d.Resources = append(d.Resources, proxysync.Resource{Name: anyName(a)})
+		d.Add(proxysync.Resource{Name: anyName(a)})
 	}
 	c.recordSent(st, resp.GetTypeUrl(), proxysync.Response{
 		Version: resp.GetVersionInfo(), Nonce: resp.GetNonce(), Resources: len(resp.GetResources()),
@@ -126,18 +126,10 @@ func (c *callbacks) recordSotwResponse(st *streamState, resp *discoveryv3.Discov
 func (c *callbacks) recordDeltaResponse(st *streamState, resp *discoveryv3.DeltaDiscoveryResponse) {
 	var d proxysync.Diff
 	for _, r := range resp.GetResources() {
-		if len(d.Resources) == proxysync.MaxDiffNames {
-			d.Omitted++
-			continue
-		}
-		d.Resources = append(d.Resources, proxysync.Resource{Name: r.GetName(), Version: r.GetVersion()})
+		d.Add(proxysync.Resource{Name: r.GetName(), Version: r.GetVersion()})
 	}
 	for _, name := range resp.GetRemovedResources() {
-		if len(d.Resources)+len(d.Removed) >= proxysync.MaxDiffNames {
-			d.Omitted++
-			continue
-		}
-		d.Removed = append(d.Removed, name)
+		d.AddRemoved(name)
 	}
 	c.recordSent(st, resp.GetTypeUrl(), proxysync.Response{
 		Version: resp.GetSystemVersionInfo(), Nonce: resp.GetNonce(),
