@@ -37,14 +37,27 @@ done
 
 log() { echo "kube-binaries: $*" >&2; }
 
-missing=()
-for b in "${want[@]}"; do
-  [ -x "$OUT/$b" ] || missing+=("$b")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  [ $print_dir = 1 ] && echo "$OUT"
-  log "cached in $OUT: ${want[*]}"
-  exit 0
+cached() {
+  missing=()
+  for b in "${want[@]}"; do
+    [ -x "$OUT/$b" ] || missing+=("$b")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    [ $print_dir = 1 ] && echo "$OUT"
+    log "cached in $OUT: ${want[*]}"
+    exit 0
+  fi
+}
+cached
+# One build at a time per cache: two (CI and a test run, say) would share
+# the build module and the output names. The second waits, then finds
+# what the first built.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/kube-binaries.lock"
+if ! flock -n 9; then
+  log "another build holds $CACHE/kube-binaries.lock; waiting for it"
+  flock 9
+  cached
 fi
 
 mkdir -p "$OUT" "$WORK/k8s" "$WORK/kwok"

@@ -228,6 +228,7 @@ func New(opts Options) (*Controller, error) {
 	// Until the first aggregation of a term, Gateways keep their live
 	// proxy-sync condition.
 	c.writer.SetGatewayConditions([]string{proxysync.ConditionType}, nil)
+	c.writer.SetRouteConditions([]string{proxysync.ConditionType}, nil)
 	c.xds = xdsserver.New(log.With("component", "xds"), c.metrics)
 	pcfg := pipeline.Config{
 		ControllerName:      opts.ControllerName,
@@ -430,6 +431,7 @@ func (c *Controller) startTerm(ctx context.Context) {
 	} else {
 		// A later term starts from the live conditions, not this term's.
 		c.writer.SetGatewayConditions([]string{proxysync.ConditionType}, nil)
+		c.writer.SetRouteConditions([]string{proxysync.ConditionType}, nil)
 	}
 	if c.infra != nil {
 		c.infra.SetLeading(ctx)
@@ -459,6 +461,16 @@ func (c *Controller) proxySyncCollector() *proxysync.Collector {
 		Sink: func(conds map[types.NamespacedName][]metav1.Condition) {
 			c.writer.SetGatewayConditions([]string{proxysync.ConditionType}, conds)
 		},
+	}
+	tracer := &routeTracer{latest: func() *gatewayapi.Result {
+		if r := c.pipeline.Latest(); r != nil {
+			return r.Result
+		}
+		return nil
+	}}
+	cfg.Trace = tracer.trace
+	cfg.RouteSink = func(conds map[proxysync.RouteRef][]proxysync.RouteCondition) {
+		c.writer.SetRouteConditions([]string{proxysync.ConditionType}, routeConditions(conds))
 	}
 	if ps.Peers != nil {
 		rc := c.opts.RESTConfig

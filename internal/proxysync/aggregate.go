@@ -3,7 +3,6 @@ package proxysync
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +27,12 @@ type Issue struct {
 	Type  string
 	Nack  *Nack
 	Since time.Duration
+	// Resources are the resources of the rejected type the proxy was sent
+	// and does not run (Type.Unacked, at most MaxDiffNames), and Delta
+	// whether they are what the rejected responses changed (delta xDS:
+	// they carry versions) rather than the whole set of the type.
+	Resources []string
+	Delta     bool
 }
 
 // Summary is the state of the proxies of one Gateway across replicas.
@@ -104,6 +109,12 @@ func Aggregate(reports []Report, current map[string]Current, now time.Time, stal
 			case state == StateNack && !nacked:
 				nacked = true
 				issue.Type, issue.Nack, issue.Since = ShortType(t.TypeURL), t.Nack, age
+				if t.Unacked != nil {
+					for _, r := range t.Unacked.Resources {
+						issue.Resources = append(issue.Resources, r.Name)
+						issue.Delta = issue.Delta || r.Version != ""
+					}
+				}
 			case state == StateStale && !nacked && !stale:
 				stale = true
 				issue.Type, issue.Since = ShortType(t.TypeURL), age
@@ -160,10 +171,7 @@ func Condition(s *Summary, staleAfter time.Duration) metav1.Condition {
 		}
 		c.Message = fmt.Sprintf("%d %s %s the current configuration.", s.Proxies, proxies(s.Proxies), verb)
 	}
-	const maxMessage = 32768 // the API's bound of a condition message
-	if len(c.Message) > maxMessage {
-		c.Message = strings.ToValidUTF8(c.Message[:maxMessage-3], "") + "..."
-	}
+	c.Message = truncate(c.Message)
 	return c
 }
 

@@ -67,7 +67,11 @@ type CollectorConfig struct {
 	// Sink receives each round's conditions, by Gateway: one
 	// ConditionType condition for each Gateway the replica serves.
 	Sink func(map[types.NamespacedName][]metav1.Condition)
-	Log  *slog.Logger
+	// RouteSink, when set, receives each round's route conditions traced
+	// from NACKs by Trace (TraceRoutes; nil: no route has one).
+	RouteSink func(map[RouteRef][]RouteCondition)
+	Trace     Tracer
+	Log       *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -153,6 +157,9 @@ func (c *Collector) Round(ctx context.Context) {
 		conds[types.NamespacedName{Namespace: ns, Name: name}] = []metav1.Condition{Condition(sums[g.Gateway], c.cfg.StaleAfter)}
 	}
 	c.cfg.Sink(conds)
+	if c.cfg.RouteSink != nil {
+		c.cfg.RouteSink(TraceRoutes(sums, c.cfg.Trace))
+	}
 }
 
 // fetchPeers fetches the reports of the peers, concurrently; those that

@@ -8,6 +8,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
+	"github.com/portico-dev/portico/internal/refs"
 	"github.com/portico-dev/portico/internal/resource"
 )
 
@@ -85,6 +86,101 @@ func (w *Writer) withExtra(k string, s *gwv1.GatewayStatus, generation int64, li
 			if slices.Contains(w.extraTypes, c.Type) {
 				out.Conditions = append(out.Conditions, c)
 			}
+		}
+	}
+	return &out
+}
+
+// Route conditions from outside the translation work alike, on the
+// entries of a route's status.parents: SetRouteConditions hands the
+// writer the whole set, by route, each condition for the route's entries
+// whose parentRef names a given Gateway (entries naming a ListenerSet get
+// none: which Gateway they stand for is the translation's to say). Until
+// the source first sets them in a term (routeExtraSet), every route keeps
+// the live conditions of the managed types, as a Gateway does; after, the
+// set is the whole truth: a route it does not name has none, so that the
+// source's conditions cost writes only of the routes they are about.
+
+// RouteParentCondition is a condition of the entries of a route's
+// status.parents for the Gateway Gateway.
+type RouteParentCondition struct {
+	Gateway   types.NamespacedName
+	Condition metav1.Condition
+}
+
+// SetRouteConditions replaces the extra conditions of routes, by status
+// key ("HTTPRoute/<ns>/<name>"); managed are the condition types the
+// source sets. A nil conds means that the source has not reported (a new
+// term): live conditions are kept until it does.
+func (w *Writer) SetRouteConditions(managed []string, conds map[string][]RouteParentCondition) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.routeExtraTypes = slices.Clone(managed)
+	old, wasSet := w.routeExtra, w.routeExtraSet
+	w.routeExtra, w.routeExtraSet = conds, conds != nil
+	if !w.routeExtraSet {
+		return
+	}
+	for k, c := range conds {
+		if !wasSet || !sameRouteConditions(old[k], c) {
+			w.enqueueExtra(k)
+		}
+	}
+	for k := range old {
+		if _, ok := conds[k]; !ok {
+			w.enqueueExtra(k)
+		}
+	}
+}
+
+func sameRouteConditions(a, b []RouteParentCondition) bool {
+	return slices.EqualFunc(a, b, func(x, y RouteParentCondition) bool {
+		return x.Gateway == y.Gateway && sameConditions([]metav1.Condition{x.Condition}, []metav1.Condition{y.Condition})
+	})
+}
+
+// withRouteExtra returns the desired route status s (of a route in
+// namespace ns) with the extra conditions of the route k on its entries,
+// or, before the source has reported, the live conditions of the managed
+// types. Called with w.mu held; s is not modified.
+func (w *Writer) withRouteExtra(k, ns string, s *gwv1.RouteStatus, generation int64, live *gwv1.RouteStatus) *gwv1.RouteStatus {
+	if len(w.routeExtraTypes) == 0 || s == nil {
+		return s
+	}
+	conds := w.routeExtra[k]
+	if w.routeExtraSet && len(conds) == 0 {
+		return s
+	}
+	out := gwv1.RouteStatus{Parents: slices.Clone(s.Parents)}
+	for i := range out.Parents {
+		p := &out.Parents[i]
+		var add []metav1.Condition
+		if w.routeExtraSet {
+			ref := refs.ParentOf(ns, p.ParentRef)
+			if !ref.IsGateway() {
+				continue
+			}
+			for _, c := range conds {
+				if c.Gateway.Namespace == ref.Namespace && c.Gateway.Name == ref.Name {
+					c.Condition.ObservedGeneration = generation
+					add = append(add, c.Condition)
+				}
+			}
+		} else if live != nil {
+			key := refs.EntryOf(refs.StoredParentRef(p.ParentRef))
+			for _, l := range live.Parents {
+				if string(l.ControllerName) != w.cfg.ControllerName || refs.EntryOf(l.ParentRef) != key {
+					continue
+				}
+				for _, c := range l.Conditions {
+					if slices.Contains(w.routeExtraTypes, c.Type) {
+						add = append(add, c)
+					}
+				}
+			}
+		}
+		if len(add) > 0 {
+			p.Conditions = append(slices.Clone(p.Conditions), add...)
 		}
 	}
 	return &out

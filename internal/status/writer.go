@@ -118,6 +118,11 @@ type Writer struct {
 	// extraTypes the types they manage (extra.go).
 	extra      map[string][]metav1.Condition
 	extraTypes []string
+	// routeExtra are the route conditions of other sources, by key, once
+	// routeExtraSet, and routeExtraTypes the types they manage.
+	routeExtra      map[string][]RouteParentCondition
+	routeExtraSet   bool
+	routeExtraTypes []string
 }
 
 // sweepKey is the queue item of a sweep for stale entries of ours; it
@@ -578,6 +583,13 @@ func (w *Writer) write(ctx context.Context, e *entry, s *gatewayapi.Status, from
 		w.mu.Lock()
 		with := *s
 		with.Gateway = w.withExtra(s.Key(), s.Gateway, s.Generation, &gw.Status)
+		w.mu.Unlock()
+		s = &with
+	}
+	if s.Route != nil {
+		w.mu.Lock()
+		with := *s
+		with.Route = w.withRouteExtra(s.Key(), s.Namespace, s.Route, s.Generation, routeStatusOf(obj))
 		w.mu.Unlock()
 		s = &with
 	}

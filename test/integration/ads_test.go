@@ -27,6 +27,12 @@ type adsStream struct {
 
 func dialADS(t *testing.T, addr, gateway, typeURL string) *adsStream {
 	t.Helper()
+	return dialADSAs(t, addr, "test-proxy", gateway, typeURL)
+}
+
+// dialADSAs is dialADS for the proxy of node id node.
+func dialADSAs(t *testing.T, addr, node, gateway, typeURL string) *adsStream {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +44,7 @@ func dialADS(t *testing.T, addr, gateway, typeURL string) *adsStream {
 		t.Fatal(err)
 	}
 	a := &adsStream{t: t, conn: conn, stream: stream, typeURL: typeURL, cancel: cancel,
-		node: &corev3.Node{Id: "test-proxy", Cluster: gateway}}
+		node: &corev3.Node{Id: node, Cluster: gateway}}
 	t.Cleanup(func() { a.cancel(); _ = a.conn.Close() })
 	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: a.node, TypeUrl: typeURL}); err != nil {
 		t.Fatal(err)

@@ -40,11 +40,36 @@ func (f *fixture) proxiesInSync(name string) *metav1.Condition {
 	return meta.FindStatusCondition(gw.Status.Conditions, proxysync.ConditionType)
 }
 
-// TestProxiesInSyncCondition: a proxy connected to the follower NACKs a
+// routeProxiesInSync returns the portico.dev/ProxiesInSync condition of
+// the route's entry of this fixture's controller, or nil.
+func (f *fixture) routeProxiesInSync(name string) *metav1.Condition {
+	var r gwv1.HTTPRoute
+	if err := k8s.Get(f.ctx, f.key(name), &r); err != nil {
+		return nil
+	}
+	p := f.ourParent(r.Status.RouteStatus)
+	if p == nil {
+		return nil
+	}
+	return meta.FindStatusCondition(p.Conditions, proxysync.ConditionType)
+}
+
+// rejected reports whether c is a Rejected condition naming the proxy
+// node on replica and containing text.
+func rejected(c *metav1.Condition, node, replica, text string) bool {
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == proxysync.ReasonRejected &&
+		strings.Contains(c.Message, node+" (replica "+replica+")") && strings.Contains(c.Message, text)
+}
+
+// TestProxiesInSyncCondition: a proxy connected to a follower NACKs a
 // change of its clusters; the leader's aggregation turns the Gateway's
-// portico.dev/ProxiesInSync False with the proxy's error, and True again
-// once the proxy ACKs a later version; the same holds after the leader is
-// killed (the follower, which the proxy is connected to, takes over).
+// portico.dev/ProxiesInSync False with the proxy's error, and the route
+// whose cluster was rejected gets the same on its parent entry (the
+// others none); once the proxy ACKs, True again and the route's condition
+// is gone. The leader is then killed (it stops renewing its Lease without
+// releasing it, and is unreachable); the follower takes over and keeps the
+// truth, and a proxy connected to a new follower NACKs and ACKs with the
+// same effect.
 func TestProxiesInSyncCondition(t *testing.T) {
 	f := newFixture(t)
 	f.gateway("gw")
@@ -63,11 +88,15 @@ func TestProxiesInSyncCondition(t *testing.T) {
 		}
 		return out, nil
 	}
+	join := func(r *replica) {
+		mu.Lock()
+		replicas[r.name] = r
+		mu.Unlock()
+	}
 	a := startReplica(t, "a", opts)
 	b := startReplica(t, "b", opts)
-	mu.Lock()
-	replicas["a"], replicas["b"] = a, b
-	mu.Unlock()
+	join(a)
+	join(b)
 	leader, _ := waitLeader(t, 20*time.Second, a, b)
 	follower := b
 	if leader == b {
@@ -92,42 +121,88 @@ func TestProxiesInSyncCondition(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == proxysync.ReasonInSync
 	})
 
-	// A new backend changes the clusters; the proxy rejects them.
+	// A new backend changes the clusters; the proxy rejects the new one,
+	// naming it as Envoy does.
 	f.service("api", "10.0.0.2")
 	f.route("r1", "gw", "api")
 	resp, err := proxy.recvNoAck(10 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy.answer(resp, first.VersionInfo, "cluster api: test rejection")
+	apiErr := "Error adding/updating cluster(s) " + f.ns + "/api/80: test rejection"
+	proxy.answer(resp, first.VersionInfo, apiErr)
 	nacked := time.Now()
 	took := eventually(t, 10*time.Second, "ProxiesInSync False with the error", func() bool {
-		c := f.proxiesInSync("gw")
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == proxysync.ReasonRejected &&
-			strings.Contains(c.Message, "test-proxy (replica "+follower.name+") rejected CDS") && strings.Contains(c.Message, "cluster api: test rejection")
+		return rejected(f.proxiesInSync("gw"), "test-proxy", follower.name, "rejected CDS") &&
+			strings.Contains(f.proxiesInSync("gw").Message, apiErr)
 	})
-	t.Logf("NACK → condition False in %s (%s since the NACK)", took, time.Since(nacked).Round(time.Millisecond))
+	t.Logf("NACK → Gateway condition False in %s (%s since the NACK)", took, time.Since(nacked).Round(time.Millisecond))
+	eventually(t, 10*time.Second, "route r1 traced", func() bool {
+		return rejected(f.routeProxiesInSync("r1"), "test-proxy", follower.name, apiErr)
+	})
+	t.Logf("NACK → route condition False %s after the NACK", time.Since(nacked).Round(time.Millisecond))
+	if c := f.routeProxiesInSync("r0"); c != nil {
+		t.Errorf("route r0, whose cluster was not rejected, has %+v", c)
+	}
 
-	// The leader dies; the follower takes over and keeps the truth.
-	leader.stop(t)
+	// The leader is killed: it can no longer reach the API server (so its
+	// Lease expires, unreleased) nor be reached by its peers.
+	leader.faults.failAll.Store(true)
+	t.Cleanup(func() { leader.faults.failAll.Store(false) }) // before its stop
 	mu.Lock()
 	delete(replicas, leader.name)
 	mu.Unlock()
+	killed := time.Now()
 	if l, _ := waitLeader(t, 20*time.Second, follower); l != follower {
 		t.Fatal("follower did not take over")
 	}
-	// The fix: another change, which the proxy ACKs.
+	t.Logf("follower %s leads %s after the kill", follower.name, time.Since(killed).Round(time.Millisecond))
+	newLeader := follower
+
+	// A new follower, and a second proxy connected to it.
+	c := startReplica(t, "c", opts)
+	join(c)
+	proxy2 := dialADSAs(t, c.xds, "test-proxy-2", f.ns+"/gw", typeCDS)
+	if _, err := proxy2.next(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	// The next change: the first proxy ACKs it (the rejection is over),
+	// the second rejects its new cluster.
 	f.service("api2", "10.0.0.3")
 	f.route("r2", "gw", "api2")
-	resp, err = proxy.recvNoAck(10 * time.Second)
+	if _, err := proxy.next(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = proxy2.recvNoAck(10 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy.answer(resp, "", "")
+	api2Err := "Error adding/updating cluster(s) " + f.ns + "/api2/80: test rejection 2"
+	proxy2.answer(resp, "", api2Err)
+	nacked = time.Now()
+	took = eventually(t, 10*time.Second, "new leader: ProxiesInSync False naming the second proxy", func() bool {
+		return rejected(f.proxiesInSync("gw"), "test-proxy-2", c.name, api2Err)
+	})
+	t.Logf("NACK on a follower → condition False on the new leader (%s) in %s", newLeader.name, took)
+	eventually(t, 10*time.Second, "route r2 traced, r1 cleared", func() bool {
+		return rejected(f.routeProxiesInSync("r2"), "test-proxy-2", c.name, api2Err) && f.routeProxiesInSync("r1") == nil
+	})
+
+	// The fix: another change, which both proxies ACK.
+	f.service("api3", "10.0.0.4")
+	f.route("r3", "gw", "api3")
+	if _, err := proxy.next(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proxy2.next(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 	acked := time.Now()
-	eventually(t, 10*time.Second, "ProxiesInSync True again", func() bool {
+	eventually(t, 10*time.Second, "ProxiesInSync True again, route r2 cleared", func() bool {
 		c := f.proxiesInSync("gw")
-		return c != nil && c.Status == metav1.ConditionTrue
+		return c != nil && c.Status == metav1.ConditionTrue && strings.HasPrefix(c.Message, "2 proxies run") &&
+			f.routeProxiesInSync("r2") == nil
 	})
 	t.Logf("ACK → condition True on the new leader in %s", time.Since(acked).Round(time.Millisecond))
 }
