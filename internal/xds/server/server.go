@@ -159,7 +159,7 @@ func New(log *slog.Logger, m *metrics.Metrics) *Server {
 		m = metrics.New()
 	}
 	log = log.With("component", "xds-server")
-	return &Server{
+	s := &Server{
 		log:      log,
 		m:        m,
 		sec:      newSecurityMetrics(m),
@@ -169,6 +169,8 @@ func New(log *slog.Logger, m *metrics.Metrics) *Server {
 		withheld: map[string]int{},
 		cbs:      map[*callbacks]struct{}{},
 	}
+	registerProxyCollector(m, s)
+	return s
 }
 
 // Served returns the resources served to the proxies of gateway
