@@ -6,6 +6,7 @@
 //	portico certs --dir DIR --gateway NS/NAME [--server-name 127.0.0.1]
 //	portico controller [--kubeconfig FILE] [--namespace NS] [flags]
 //	portico proxy-status [--debug-address 127.0.0.1:19001] [-o table|json] [PROXY]
+//	portico status [GATEWAY] [-f DIR | --kubeconfig FILE] [-n NS | -A] [--route KIND/NS/NAME] [-o table|json]
 //	portico proxy-agent [--admin-address 127.0.0.1:19001] [--listen :19003] [--drain-timeout 60s] [--min-drain-duration 5s]
 //	portico version
 //
@@ -73,6 +74,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return proxyStatusCmd(ctx, args[1:], stdout, stderr)
 	case "proxy-agent":
 		return proxyAgentCmd(ctx, args[1:], stdout, stderr)
+	case "status":
+		return statusCmd(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -96,6 +99,7 @@ Commands:
   controller   run against a Kubernetes cluster (leader-elected status writing, xDS on every replica)
   proxy-status what every proxy connected to a debug server accepted, per resource type
   proxy-agent  the shutdown manager beside each provisioned Envoy (drains it on SIGTERM)
+  status       the tree Gateway → listeners → routes → backends with their conditions, from the cluster or -f files
   version      print the version
 
 Run "portico <command> -h" for the flags of a command.
