@@ -20,11 +20,13 @@ var proxyTypes = []string{"LDS", "RDS", "VHDS", "CDS", "EDS", "SDS"}
 
 // proxyRow is one proxy of `portico proxy-status -o json`.
 type proxyRow struct {
-	Proxy   string               `json:"proxy"`
-	Gateway string               `json:"gateway"`
-	Replica string               `json:"replica"`
-	Stream  string               `json:"stream"`
-	Types   map[string]typeState `json:"types"`
+	Proxy   string `json:"proxy"`
+	Gateway string `json:"gateway"`
+	Replica string `json:"replica"`
+	Stream  string `json:"stream"`
+	// Connected is when the stream opened, on its replica's clock.
+	Connected time.Time            `json:"connected"`
+	Types     map[string]typeState `json:"types"`
 }
 
 type typeState struct {
@@ -43,20 +45,24 @@ type typeState struct {
 // type; with PROXY, that proxy's sent and ACKed versions per type and the
 // resources sent and not ACKed.
 func proxyStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("proxy-status", "proxy-status [--debug-address 127.0.0.1:19001] [-o table|json] [--stale-after 10s] [PROXY]", stderr)
+	fs := newFlagSet("proxy-status", "proxy-status [--debug-address 127.0.0.1:19001 | --cluster [--kubeconfig FILE] [-n NS] [--selector SEL] [--connect port-forward|pod-ip]] [-o table|json] [--stale-after 10s] [PROXY]", stderr)
 	addr := fs.String("debug-address", defaultDebugAddress, "`address` (host:port or URL) of the debug server to ask: standalone's --debug-address")
 	fs.StringVar(addr, "admin-address", defaultDebugAddress, "the same as --debug-address")
 	output := fs.String("o", "table", "output `format`: table or json")
 	staleAfter := fs.Duration("stale-after", proxysync.DefaultStaleAfter, "how long a response may wait for its ACK before it counts as STALE")
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	cluster := fs.Bool("cluster", false, "ask every replica of the controller in the cluster (found with --namespace and --selector) instead of --debug-address")
+	var co clusterOptions
+	fs.StringVar(&co.kubeconfig, "kubeconfig", "", "with --cluster: `path` of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+	fs.StringVar(&co.namespace, "namespace", "portico-system", "with --cluster: the controller's `namespace`")
+	fs.StringVar(&co.namespace, "n", "portico-system", "the same as --namespace")
+	fs.StringVar(&co.selector, "selector", "app.kubernetes.io/name=portico", "with --cluster: label `selector` of the controller's Pods")
+	fs.StringVar(&co.connect, "connect", "port-forward", "with --cluster: how to reach a Pod: port-forward (through the API server) or pod-ip (from inside the cluster network)")
+	fs.IntVar(&co.debugPort, "debug-port", 19001, "with --cluster: the debug `port` of a Pod without a container port named debug")
+	if code, ok := parseFlagsArgs(fs, args, 1, stderr); !ok {
 		return code
 	}
 	if *output != "table" && *output != "json" {
 		fmt.Fprintf(stderr, "portico proxy-status: -o must be table or json, not %q\n", *output)
-		return exitUsage
-	}
-	if fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "portico proxy-status: at most one PROXY")
 		return exitUsage
 	}
 	base := *addr
@@ -68,16 +74,36 @@ func proxyStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	if proxy != "" {
 		q.Set("node", proxy)
 	}
-	rep, err := fetchReport(ctx, strings.TrimSuffix(base, "/")+"/debug/proxies?"+q.Encode())
-	if err != nil {
-		fmt.Fprintf(stderr, "portico proxy-status: %v\n", err)
-		return exitError
+	var rows []proxyRow
+	if *cluster {
+		reports, errs, err := clusterReports(ctx, co, q)
+		if err != nil {
+			fmt.Fprintf(stderr, "portico proxy-status: %v\n", err)
+			return exitError
+		}
+		for _, err := range errs {
+			fmt.Fprintf(stderr, "portico proxy-status: %v\n", err)
+		}
+		if len(reports) == 0 {
+			return exitError
+		}
+		rows = clusterRows(reports, *staleAfter, proxy != "")
+		if proxy != "" && len(rows) == 0 {
+			fmt.Fprintf(stderr, "portico proxy-status: no proxy %q is connected to any of the %d replicas reached\n", proxy, len(reports))
+			return exitError
+		}
+	} else {
+		rep, err := fetchReport(ctx, strings.TrimSuffix(base, "/")+"/debug/proxies?"+q.Encode())
+		if err != nil {
+			fmt.Fprintf(stderr, "portico proxy-status: %v\n", err)
+			return exitError
+		}
+		if proxy != "" && len(rep.Proxies) == 0 {
+			fmt.Fprintf(stderr, "portico proxy-status: no proxy %q is connected to %s\n", proxy, rep.Replica)
+			return exitError
+		}
+		rows = proxyRows(rep, *staleAfter, proxy != "")
 	}
-	if proxy != "" && len(rep.Proxies) == 0 {
-		fmt.Fprintf(stderr, "portico proxy-status: no proxy %q is connected to %s\n", proxy, rep.Replica)
-		return exitError
-	}
-	rows := proxyRows(rep, *staleAfter, proxy != "")
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -104,13 +130,17 @@ func proxyStatusCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func fetchReport(ctx context.Context, u string) (proxysync.Report, error) {
+	return fetchReportWith(ctx, http.DefaultClient, u)
+}
+
+func fetchReportWith(ctx context.Context, client *http.Client, u string) (proxysync.Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return proxysync.Report{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return proxysync.Report{}, err
 	}
@@ -132,7 +162,7 @@ func proxyRows(rep proxysync.Report, staleAfter time.Duration, detail bool) []pr
 	now := rep.Time.Add(time.Since(rep.Received)) // on the replica's clock
 	rows := make([]proxyRow, 0, len(rep.Proxies))
 	for _, p := range rep.Proxies {
-		r := proxyRow{Proxy: p.NodeID, Gateway: p.Gateway, Replica: p.Replica, Stream: p.Stream, Types: map[string]typeState{}}
+		r := proxyRow{Proxy: p.NodeID, Gateway: p.Gateway, Replica: p.Replica, Stream: p.Stream, Connected: p.Connected, Types: map[string]typeState{}}
 		for i := range p.Types {
 			t := &p.Types[i]
 			state, age := t.State(now, staleAfter)

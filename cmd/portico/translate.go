@@ -132,13 +132,19 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 // parseFlags parses args; it returns an exit code and false when the
 // command must stop (help, or a usage error already reported).
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
+	return parseFlagsArgs(fs, args, 0, stderr)
+}
+
+// parseFlagsArgs is parseFlags for a command that takes up to maxArgs
+// arguments after its flags.
+func parseFlagsArgs(fs *flag.FlagSet, args []string, maxArgs int, stderr io.Writer) (int, bool) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK, false
 		}
 		return exitUsage, false
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > maxArgs {
 		fmt.Fprintf(stderr, "portico %s: unexpected arguments %q\n", fs.Name(), fs.Args())
 		fs.Usage()
 		return exitUsage, false

@@ -19,7 +19,8 @@ type ProxySource interface {
 // ProxiesHandler serves GET /debug/proxies: the report of src with replica
 // as the replica's name, as JSON. Query parameters: gateway=NS/NAME and
 // node=ID keep those proxies only; summary=true leaves out the resources
-// not ACKed (what the leader's aggregation fetches). The ETag is the
+// not ACKed but those of rejected types (what the leader's aggregation
+// fetches: it traces rejections to routes). The ETag is the
 // revision: a request whose If-None-Match names the current one gets 304.
 func ProxiesHandler(replica string, src ProxySource) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +41,9 @@ func ProxiesHandler(replica string, src ProxySource) http.Handler {
 			}
 			if summary {
 				for i := range p.Types {
-					p.Types[i].Unacked = nil
+					if p.Types[i].Nack == nil { // a NACK's are kept: the leader traces them to routes
+						p.Types[i].Unacked = nil
+					}
 				}
 			}
 			kept = append(kept, p)

@@ -58,6 +58,17 @@ func (t *routeTracer) trace(gateway, _ string, resources []string, errText strin
 			add(r)
 		}
 	}
+	// Clusters named in the error ("Error adding/updating cluster(s) …"),
+	// whatever the report kept of the rejected responses.
+	if errText != "" {
+		for name, rs := range g.byCluster {
+			if proxysync.Mentions(errText, name) {
+				for _, r := range rs {
+					add(r)
+				}
+			}
+		}
+	}
 	// Route names quoted in the error ("httproute/ns/name/rule/0/…").
 	for _, prefix := range routePrefixes {
 		for rest := errText; ; {

@@ -32,13 +32,13 @@ func TestRouteTracer(t *testing.T) {
 		want      []proxysync.RouteRef
 	}{
 		{"a cluster shared by two routes", []string{"team/api/80"}, "",
-			[]proxysync.RouteRef{{"GRPCRoute", "team", "rpc"}, {"HTTPRoute", "team", "api"}}},
-		{"a mirror's cluster", []string{"team/shadow/80"}, "", []proxysync.RouteRef{{"HTTPRoute", "team", "api"}}},
+			[]proxysync.RouteRef{{Kind: "GRPCRoute", Namespace: "team", Name: "rpc"}, {Kind: "HTTPRoute", Namespace: "team", Name: "api"}}},
+		{"a mirror's cluster", []string{"team/shadow/80"}, "", []proxysync.RouteRef{{Kind: "HTTPRoute", Namespace: "team", Name: "api"}}},
 		{"TCP and UDP forwards", []string{"db/pg/5432", "dns/coredns/53/udp"}, "",
-			[]proxysync.RouteRef{{"TCPRoute", "db", "pg"}, {"UDPRoute", "dns", "coredns"}}},
+			[]proxysync.RouteRef{{Kind: "TCPRoute", Namespace: "db", Name: "pg"}, {Kind: "UDPRoute", Namespace: "dns", Name: "coredns"}}},
 		{"a route name in the error, a route without a cluster", nil,
 			"route 'httproute/team/redirect/rule/0/match/0': bad; httproute/other/unknown/rule/0",
-			[]proxysync.RouteRef{{"HTTPRoute", "team", "redirect"}}},
+			[]proxysync.RouteRef{{Kind: "HTTPRoute", Namespace: "team", Name: "redirect"}}},
 		{"an unknown cluster", []string{"team/nothing/80"}, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -115,11 +115,35 @@ func TraceRoutes(sums map[string]*Summary, trace Tracer) map[RouteRef][]RouteCon
 func mentioned(resources []string, text string) []string {
 	var out []string
 	for _, r := range resources {
-		if r != "" && strings.Contains(text, r) {
+		if Mentions(text, r) {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// Mentions reports whether text names the resource name as a whole word:
+// "ns/api/80" is in "cluster(s) ns/api/80: …" but not in "ns/api/8080".
+func Mentions(text, name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; ; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(name)
+		if (start == 0 || !nameByte(text[start-1])) && (end == len(text) || !nameByte(text[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+// nameByte reports whether b may be part of a resource name.
+func nameByte(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '-' || b == '_' || b == '.' || b == '/'
 }
 
 // truncate bounds a condition message to the API's 32,768 bytes.

@@ -133,3 +133,23 @@ func TestAggregateNackResources(t *testing.T) {
 		t.Errorf("issue resources %v delta %v", i.Resources, i.Delta)
 	}
 }
+
+func TestMentions(t *testing.T) {
+	for _, tc := range []struct {
+		text, name string
+		want       bool
+	}{
+		{"Error adding/updating cluster(s) ns/api/80: bad", "ns/api/80", true},
+		{"cluster 'ns/api/80' is bad", "ns/api/80", true},
+		{"ns/api/80", "ns/api/80", true},
+		{"Error adding/updating cluster(s) ns/api/8080: bad", "ns/api/80", false},
+		{"cluster xns/api/80 bad", "ns/api/80", false},
+		{"ns/api/8080 and ns/api/80.", "ns/api/80", false}, // '.' may be part of a name
+		{"ns/api/8080 and ns/api/80, bad", "ns/api/80", true},
+		{"anything", "", false},
+	} {
+		if got := Mentions(tc.text, tc.name); got != tc.want {
+			t.Errorf("Mentions(%q, %q) = %v, want %v", tc.text, tc.name, got, tc.want)
+		}
+	}
+}

@@ -21,10 +21,11 @@ func TestChartDebugServer(t *testing.T) {
 		ports    map[string]int32
 		service  []corev1.ServicePort
 		clusterR map[string]*rbacv1.ClusterRole
+		roles    map[string]*rbacv1.Role
 		bindings map[string]*rbacv1.ClusterRoleBinding
 	}
 	render := func(set ...string) rendered {
-		r := rendered{ports: map[string]int32{}, clusterR: map[string]*rbacv1.ClusterRole{}, bindings: map[string]*rbacv1.ClusterRoleBinding{}}
+		r := rendered{ports: map[string]int32{}, clusterR: map[string]*rbacv1.ClusterRole{}, roles: map[string]*rbacv1.Role{}, bindings: map[string]*rbacv1.ClusterRoleBinding{}}
 		for _, o := range renderChart(t, Namespace, set...) {
 			switch o.GetKind() {
 			case "Deployment":
@@ -38,6 +39,8 @@ func TestChartDebugServer(t *testing.T) {
 				r.service = append(r.service, typed(t, o, &corev1.Service{}).Spec.Ports...)
 			case "ClusterRole":
 				r.clusterR[o.GetName()] = typed(t, o, &rbacv1.ClusterRole{})
+			case "Role":
+				r.roles[o.GetName()] = typed(t, o, &rbacv1.Role{})
 			case "ClusterRoleBinding":
 				r.bindings[o.GetName()] = typed(t, o, &rbacv1.ClusterRoleBinding{})
 			}
@@ -91,6 +94,12 @@ func TestChartDebugServer(t *testing.T) {
 	if reader == nil || len(reader.Rules) != 1 || !slices.Equal(reader.Rules[0].NonResourceURLs, []string{"/debug/*"}) ||
 		!slices.Equal(reader.Rules[0].Verbs, []string{"get"}) {
 		t.Errorf("ClusterRole portico-debug-reader = %+v, want get on /debug/*", reader)
+	}
+	// proxy-status --cluster finds the Pods and port-forwards to them.
+	if r := exp.roles["portico-debug-reader"]; r == nil || r.Namespace != Namespace || len(r.Rules) != 2 ||
+		!slices.Equal(r.Rules[0].Resources, []string{"pods"}) || !slices.Equal(r.Rules[1].Resources, []string{"pods/portforward"}) ||
+		!slices.Equal(r.Rules[1].Verbs, []string{"create"}) {
+		t.Errorf("Role portico-debug-reader = %+v, want list pods and create pods/portforward in the release namespace", r)
 	}
 	// The leader reads its peers' /debug/proxies (proxy sync) with its
 	// own token.
