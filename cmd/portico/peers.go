@@ -17,8 +17,10 @@ import (
 
 // podPeers lists the other replicas of the controller for the leader's
 // proxy-sync aggregation: the Running Pods of namespace matching selector
-// but this one (POD_NAME), each at https://<Pod IP>:<debug port>. The
-// debug server must listen off loopback (the chart's debug.expose).
+// but this one (POD_NAME), each at https://<Pod IP>:<debug port>, the
+// port of its container port named "debug" (a rollout may change it),
+// else this replica's. The debug server must listen off loopback (the
+// chart's debug.expose).
 func podPeers(cfg *rest.Config, namespace, selector, debugAddr string) (func(context.Context) ([]proxysync.Peer, error), error) {
 	_, port, err := net.SplitHostPort(debugAddr)
 	if err != nil {
@@ -45,8 +47,20 @@ func podPeers(cfg *rest.Config, namespace, selector, debugAddr string) (func(con
 			if p.Name == self || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
 				continue
 			}
-			out = append(out, proxysync.Peer{Name: p.Name, URL: "https://" + net.JoinHostPort(p.Status.PodIP, port)})
+			out = append(out, proxysync.Peer{Name: p.Name, URL: "https://" + net.JoinHostPort(p.Status.PodIP, debugPort(&p, port))})
 		}
 		return out, nil
 	}, nil
+}
+
+// debugPort is the Pod's container port named "debug", else def.
+func debugPort(p *corev1.Pod, def string) string {
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name == "debug" {
+				return strconv.Itoa(int(cp.ContainerPort))
+			}
+		}
+	}
+	return def
 }

@@ -128,15 +128,8 @@ func findReplicas(ctx context.Context, cs kubernetes.Interface, o clusterOptions
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
 		}
-		tg := clusterTarget{pod: p.Name, ip: p.Status.PodIP, port: o.debugPort}
-		for _, c := range p.Spec.Containers {
-			for _, cp := range c.Ports {
-				if cp.Name == "debug" {
-					tg.port = int(cp.ContainerPort)
-				}
-			}
-		}
-		out = append(out, tg)
+		port, _ := strconv.Atoi(debugPort(&p, strconv.Itoa(o.debugPort)))
+		out = append(out, clusterTarget{pod: p.Name, ip: p.Status.PodIP, port: port})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pod < out[j].pod })
 	return out, nil

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,6 +27,9 @@ type routeTracer struct {
 type gatewayRoutes struct {
 	byCluster map[string][]proxysync.RouteRef
 	routes    map[string]proxysync.RouteRef
+	// byRegex are the routes by the regular expressions of their matches:
+	// Envoy quotes the one it refuses ("regex '…' RE2 program size …").
+	byRegex map[string][]proxysync.RouteRef
 }
 
 func (t *routeTracer) trace(gateway, _ string, resources []string, errText string) []proxysync.RouteRef {
@@ -66,6 +70,13 @@ func (t *routeTracer) trace(gateway, _ string, resources []string, errText strin
 				for _, r := range rs {
 					add(r)
 				}
+			}
+		}
+	}
+	for re, rs := range g.byRegex {
+		if strings.Contains(errText, "'"+re+"'") {
+			for _, r := range rs {
+				add(r)
 			}
 		}
 	}
@@ -118,8 +129,22 @@ func routeOf(irName string) (string, proxysync.RouteRef, bool) {
 }
 
 func indexRoutes(gw *ir.Gateway) *gatewayRoutes {
-	g := &gatewayRoutes{byCluster: map[string][]proxysync.RouteRef{}, routes: map[string]proxysync.RouteRef{}}
+	g := &gatewayRoutes{byCluster: map[string][]proxysync.RouteRef{}, routes: map[string]proxysync.RouteRef{}, byRegex: map[string][]proxysync.RouteRef{}}
 	seen := map[string]map[proxysync.RouteRef]bool{}
+	seenRegex := map[string]map[proxysync.RouteRef]bool{}
+	regex := func(irName, re string) {
+		_, r, ok := routeOf(irName)
+		if !ok || re == "" {
+			return
+		}
+		if seenRegex[re] == nil {
+			seenRegex[re] = map[proxysync.RouteRef]bool{}
+		}
+		if !seenRegex[re][r] {
+			seenRegex[re][r] = true
+			g.byRegex[re] = append(g.byRegex[re], r)
+		}
+	}
 	use := func(irName, cluster string) {
 		key, r, ok := routeOf(irName)
 		if !ok {
@@ -155,6 +180,14 @@ func indexRoutes(gw *ir.Gateway) *gatewayRoutes {
 			for _, vh := range fc.RouteConfig.VirtualHosts {
 				for _, rt := range vh.Routes {
 					use(rt.Name, "")
+					if p := rt.Match.Path; p != nil && p.Type == ir.PathRegex {
+						regex(rt.Name, p.Value)
+					}
+					for _, m := range append(slices.Clone(rt.Match.Headers), rt.Match.QueryParams...) {
+						if m.Type == ir.StringRegex {
+							regex(rt.Name, m.Value)
+						}
+					}
 					if rt.Forward == nil {
 						continue
 					}

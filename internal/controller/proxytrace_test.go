@@ -18,6 +18,10 @@ func TestRouteTracer(t *testing.T) {
 					Mirrors: []*ir.Mirror{{Cluster: "team/shadow/80"}}}},
 				{Name: "grpcroute/team/rpc/rule/0/match/0", Forward: &ir.Forward{Backends: []*ir.WeightedBackend{{Cluster: "team/api/80"}}}},
 				{Name: "httproute/team/redirect/rule/0/match/0", Redirect: &ir.Redirect{}},
+				{Name: "httproute/team/regex/rule/0/match/0", Match: ir.Match{Path: &ir.PathMatch{Type: ir.PathRegex, Value: "/[a-z]{60,80}/x"}},
+					DirectResponse: &ir.DirectResponse{}},
+				{Name: "httproute/team/header/rule/0/match/0", Match: ir.Match{Headers: []ir.StringMatch{{Name: "x", Type: ir.StringRegex, Value: "v[0-9]+"}}},
+					DirectResponse: &ir.DirectResponse{}},
 			}},
 		}}}}},
 		{Name: "tcp", FilterChains: []*ir.FilterChain{{TCP: &ir.TCPForward{Name: "tcproute/db/pg/rule/0", Backends: []ir.WeightedBackend{{Cluster: "db/pg/5432"}}}}}},
@@ -39,6 +43,11 @@ func TestRouteTracer(t *testing.T) {
 		{"a route name in the error, a route without a cluster", nil,
 			"route 'httproute/team/redirect/rule/0/match/0': bad; httproute/other/unknown/rule/0",
 			[]proxysync.RouteRef{{Kind: "HTTPRoute", Namespace: "team", Name: "redirect"}}},
+		{"a path regex quoted by Envoy", nil,
+			"regex '/[a-z]{60,80}/x' RE2 program size of 107 > max program size of 100 set for the error level threshold.",
+			[]proxysync.RouteRef{{Kind: "HTTPRoute", Namespace: "team", Name: "regex"}}},
+		{"a header regex quoted by Envoy", nil, "regex 'v[0-9]+' is bad",
+			[]proxysync.RouteRef{{Kind: "HTTPRoute", Namespace: "team", Name: "header"}}},
 		{"an unknown cluster", []string{"team/nothing/80"}, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
