@@ -219,8 +219,19 @@ func (c *Collector) fetchPeers(ctx context.Context) []Report {
 }
 
 // fetch gets the report of p, reusing the cached one when p answers 304.
+//
+// A peer whose last fetch failed (it crashed, or its node is gone and its
+// address answers nothing) gets at most half the interval: the round, and
+// so every Gateway's condition, does not wait FetchTimeout for it each
+// time; a replica that comes back answers that fast.
 func (c *Collector) fetch(ctx context.Context, p Peer) (Report, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.FetchTimeout)
+	timeout := c.cfg.FetchTimeout
+	c.mu.Lock()
+	if c.failing[p.URL] {
+		timeout = min(timeout, c.cfg.Interval/2)
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(p.URL, "/")+"/debug/proxies?summary=true", nil)
 	if err != nil {

@@ -122,3 +122,47 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.code = code
 	r.ResponseWriter.WriteHeader(code)
 }
+
+// A peer that failed once and then hangs (a crashed replica's address
+// that answers nothing) costs a round at most half the interval, not
+// FetchTimeout: the round returns while the peer still hangs.
+func TestCollectorDoesNotWaitForFailingPeer(t *testing.T) {
+	var hang atomic.Bool
+	release := make(chan struct{})
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hang.Load() {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer peer.Close()
+	defer close(release)
+	rounds := make(chan int, 10)
+	col := proxysync.NewCollector(proxysync.CollectorConfig{
+		Local: func() proxysync.Report { return proxysync.Report{Replica: "leader", Time: time.Now()} },
+		Peers: func(context.Context) ([]proxysync.Peer, error) {
+			return []proxysync.Peer{{Name: "b", URL: peer.URL}}, nil
+		},
+		Interval:     100 * time.Millisecond,
+		FetchTimeout: time.Hour, // a round that waited for the hanging peer would never end
+		Sink:         func(c map[types.NamespacedName][]metav1.Condition) { rounds <- len(c) },
+	})
+	ctx := context.Background()
+	col.Round(ctx) // the peer fails: 503
+	<-rounds
+	hang.Store(true)
+	done := make(chan struct{})
+	go func() { col.Round(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the round waited for the hanging peer")
+	}
+	if n := <-rounds; n != 0 {
+		t.Errorf("round conditions %d", n)
+	}
+}
