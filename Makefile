@@ -13,7 +13,7 @@ FUZZTIME  ?= 10s
 BIN       := _output/bin
 
 # Packages whose goroutines matter most also run under the race detector.
-RACE_PKGS := ./internal/pipeline/... ./internal/xds/server/... ./internal/provider/... ./internal/admin/...
+RACE_PKGS := ./internal/pipeline/... ./internal/xds/server/... ./internal/provider/... ./internal/admin/... ./internal/proxysync/...
 
 .PHONY: all build build-static image run demo generate test test-unit test-race test-integration vet fuzz bench bench-scale golden kube-binaries envoy clean
 
