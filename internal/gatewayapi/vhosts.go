@@ -323,22 +323,22 @@ func coveringHostnames(host string) []string {
 // the set of routes already placed is local to the call, so the compiled
 // routes, which translations share through the cache, are only read.
 func placeRoutes(host string, byHost map[string][]*attachment) []placedRoute {
-	var out []placedRoute
 	// A route is met twice only when an attachment of it has several
 	// effective hostnames covering host (it is then in several lists), or
 	// when it is attached to the listener twice (two parentRefs): such
 	// attachments are adjacent in a list, which is in translation order
 	// (route, then parent). The set of routes placed is needed in the
 	// first case only; the second is an adjacent repeat.
-	multi := false
+	// The first pass also counts the routes (an upper bound), so that out
+	// is allocated once.
+	multi, n := false, 0
 	coveringLists(host, byHost, func(_ string, atts []*attachment, _ hostRank) {
 		for _, a := range atts {
-			if len(a.hostnames) > 1 {
-				multi = true
-				return
-			}
+			multi = multi || len(a.hostnames) > 1
+			n += len(a.route.rules.routes)
 		}
 	})
+	out := make([]placedRoute, 0, n)
 	var placed map[*compiledRoute]struct{}
 	if multi {
 		placed = map[*compiledRoute]struct{}{}
