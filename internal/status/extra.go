@@ -1,10 +1,14 @@
 package status
 
 import (
+	"context"
 	"slices"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/gatewayapi"
@@ -112,7 +116,18 @@ type RouteParentCondition struct {
 // key ("HTTPRoute/<ns>/<name>"); managed are the condition types the
 // source sets. A nil conds means that the source has not reported (a new
 // term): live conditions are kept until it does.
+//
+// The first set of a term also enqueues the routes whose live status (in
+// the informer cache) holds a managed condition the set no longer gives
+// them: a previous leader's, for a rejection that ended meanwhile.
 func (w *Writer) SetRouteConditions(managed []string, conds map[string][]RouteParentCondition) {
+	w.mu.Lock()
+	first := conds != nil && !w.routeExtraSet
+	w.mu.Unlock()
+	var holding []string
+	if first {
+		holding = w.routesHolding(managed)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.routeExtraTypes = slices.Clone(managed)
@@ -120,6 +135,11 @@ func (w *Writer) SetRouteConditions(managed []string, conds map[string][]RoutePa
 	w.routeExtra, w.routeExtraSet = conds, conds != nil
 	if !w.routeExtraSet {
 		return
+	}
+	for _, k := range holding {
+		if _, ok := conds[k]; !ok {
+			w.enqueueExtra(k)
+		}
 	}
 	for k, c := range conds {
 		if !wasSet || !sameRouteConditions(old[k], c) {
@@ -184,4 +204,46 @@ func (w *Writer) withRouteExtra(k, ns string, s *gwv1.RouteStatus, generation in
 		}
 	}
 	return &out
+}
+
+// routesHolding lists the keys of the routes of the informer cache whose
+// entries of ours hold a condition of one of types.
+func (w *Writer) routesHolding(types []string) []string {
+	if w.cfg.Reader == nil || len(types) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.WriteTimeout)
+	defer cancel()
+	var out []string
+	for _, kind := range sharedKinds {
+		list, err := newList(kind)
+		if err != nil {
+			continue
+		}
+		if err := w.cfg.Reader.List(ctx, list); err != nil {
+			w.cfg.Log.Warn("status: listing routes for their extra conditions failed", "kind", kind, "err", err)
+			continue
+		}
+		_ = apimeta.EachListItem(list, func(o runtime.Object) error {
+			obj, ok := o.(client.Object)
+			if !ok {
+				return nil
+			}
+			rs := routeStatusOf(obj)
+			if rs == nil {
+				return nil
+			}
+			for _, p := range rs.Parents {
+				if string(p.ControllerName) != w.cfg.ControllerName {
+					continue
+				}
+				if slices.ContainsFunc(p.Conditions, func(c metav1.Condition) bool { return slices.Contains(types, c.Type) }) {
+					out = append(out, (&gatewayapi.Status{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}).Key())
+					return nil
+				}
+			}
+			return nil
+		})
+	}
+	return out
 }
