@@ -67,7 +67,8 @@ static_resources:
 // Gateway's portico.dev/ProxiesInSync False with Envoy's error, and the
 // route's own parent status too; removing it turns the Gateway's True. The leader is then killed (SIGKILL: its Lease is not
 // released) and the same holds under the new leader, with one of the
-// NACKing Envoys on the remaining follower.
+// NACKing Envoys on the remaining follower; then that follower is killed
+// too, and the condition counts the proxy still connected.
 func TestProxiesInSyncRealEnvoys(t *testing.T) {
 	testenv.RequireEnvoy(t)
 	testenv.RequireNetns(t)
@@ -288,4 +289,22 @@ func TestProxiesInSyncRealEnvoys(t *testing.T) {
 	// leader's fetches of it fail and are left out.
 	t.Logf("leader %s killed; %s leads after %s", leader.name, holder(), time.Since(killed).Round(time.Millisecond))
 	breakAndFix("after the leader was killed")
+
+	// A follower crashes: the new leader's fetches of it fail and its
+	// proxy is left out (in a cluster, that proxy reconnects to another
+	// replica through the xDS Service); the condition keeps being written.
+	var follower *replica
+	for _, f := range followers {
+		if f.name != holder() {
+			follower = f
+		}
+	}
+	if err := syscall.Kill(-follower.proc.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-follower.proc.Exited()
+	took := wait("follower killed: the other Envoy in sync", func(c *metav1.Condition) bool {
+		return c.Status == metav1.ConditionTrue && c.Message == "1 proxy runs the current configuration."
+	})
+	t.Logf("follower %s killed → condition counts the proxies still connected in %s", follower.name, took.Round(time.Millisecond))
 }
