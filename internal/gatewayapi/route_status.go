@@ -2,8 +2,10 @@ package gatewayapi
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -12,14 +14,16 @@ import (
 // entries of ours left on a route that no longer names our parents are the
 // status writer's to remove (it knows the live object).
 func (t *translator) routeStatuses() {
+	t.statuses = slices.Grow(t.statuses, len(t.routes))
 	for _, rs := range t.routes {
 		if len(rs.parents) == 0 {
 			continue
 		}
-		st := &gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{}}
+		st := &gwv1.RouteStatus{Parents: make([]gwv1.RouteParentStatus, 0, len(rs.parents))}
 		gen := rs.meta.Generation
 		for _, ps := range rs.parents {
-			c := newConditions(gen)
+			// Accepted, ResolvedRefs and at most PartiallyInvalid.
+			c := &conditions{gen: gen, list: make([]metav1.Condition, 0, 3)}
 			if ps.fail != nil {
 				c.set(string(gwv1.RouteConditionAccepted), false, ps.fail.reason, ps.fail.message)
 			} else {

@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"fmt"
+	"slices"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -161,8 +162,11 @@ func ruleBackends[B any](t *translator, rs *routeState, backendRefs []B, prefixO
 // addRoutes adds the routes of the valid rule idx: one per match, each
 // tmpl with its name and match, needing clusters.
 func (rs *routeState) addRoutes(idx int, tmpl ir.Route, matches []ir.Match, keys []precedence, clusters []*clusterDef) {
+	crs := make([]compiledRoute, len(matches)) // one allocation per rule
+	rs.rules.routes = slices.Grow(rs.rules.routes, len(matches))
 	for j := range matches {
-		cr := &compiledRoute{ir: tmpl, key: keys[j], clusters: clusters}
+		cr := &crs[j]
+		*cr = compiledRoute{ir: tmpl, key: keys[j], clusters: clusters}
 		cr.route = &cr.ir
 		cr.ir.Name = irRouteName(rs, idx, j)
 		cr.ir.Match = matches[j]
