@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	criportforward "k8s.io/cri-streaming/pkg/streaming/portforward"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -93,8 +98,10 @@ func sotwProxy(t *testing.T, addr, node, gateway string) {
 // `portico proxy-status --cluster` finds the controller's Pods itself,
 // asks each replica for its proxies with the kubeconfig's bearer token
 // (which the debug servers check with the API server) and lists the
-// proxies of every replica in one table; a token without the debug role
-// gets each replica's refusal.
+// proxies of every replica in one table, at the Pods' IPs and through
+// port-forwards of the API server (to a Node whose kubelet streaming is
+// the Kubernetes project's own port-forward server); a token without the
+// debug role gets each replica's refusal.
 func TestProxyStatusCluster(t *testing.T) {
 	cfg, kubeconfig := testenv.StartAPIServer(t)
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -106,7 +113,8 @@ func TestProxyStatusCluster(t *testing.T) {
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "debug-reader"},
 		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/debug/*"}, Verbs: []string{"get"}},
 			// What the chart's Role portico-debug-reader grants.
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}}}, metav1.CreateOptions{}); err != nil {
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"create"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	scheme := runtime.NewScheme()
@@ -126,8 +134,33 @@ func TestProxyStatusCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A Node whose kubelet is the Kubernetes project's own port-forward
+	// server (cri-streaming), forwarding to loopback: the API server
+	// proxies pods/portforward to it as to a real kubelet.
+	var forwarded atomic.Int64
+	kubelet := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/") // portForward/<ns>/<pod>
+		if len(parts) != 3 || parts[0] != "portForward" {
+			http.NotFound(w, r)
+			return
+		}
+		criportforward.ServePortForward(w, r, loopbackForwarder{&forwarded}, parts[2], "", nil, 30*time.Second, 30*time.Second, criportforward.SupportedProtocols)
+	}))
+	defer kubelet.Close()
+	_, kport, _ := net.SplitHostPort(kubelet.Listener.Addr().String())
+	kp, _ := strconv.Atoi(kport)
+	node, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(kp)
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// Two replicas, debug servers on every interface (HTTPS, tokens
-	// checked), each with a Pod that names its debug port.
+	// checked), each with a Pod on node-1 that names its debug port.
 	xds := map[string]string{}
 	for _, name := range []string{"a", "b"} {
 		stdout, stderr := &syncBuffer{}, &syncBuffer{}
@@ -158,7 +191,7 @@ func TestProxyStatusCluster(t *testing.T) {
 		}
 		p, _ := strconv.Atoi(port)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "portico-" + name, Labels: map[string]string{"app.kubernetes.io/name": "portico"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "portico", Image: "portico",
+			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "portico", Image: "portico",
 				Ports: []corev1.ContainerPort{{Name: "debug", ContainerPort: int32(p)}}}}}}
 		pod, err = cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 		if err != nil {
@@ -220,6 +253,19 @@ func TestProxyStatusCluster(t *testing.T) {
 		t.Errorf("proxy-b detail: exit %d\n%s\n%s", code, out, errOut)
 	}
 
+	// The default way: a port-forward through the API server to each Pod.
+	eventually(t, "both replicas' proxies through port-forwards", func() bool {
+		stdout, stderr := &syncBuffer{}, &syncBuffer{}
+		code := runContext(ctx, []string{"proxy-status", "--cluster", "--kubeconfig", reader, "-n", "default", "-o", "json"}, stdout, stderr)
+		last = stdout.String() + stderr.String()
+		var pf []proxyRow
+		return code == exitOK && json.Unmarshal([]byte(stdout.String()), &pf) == nil && len(pf) == 2 &&
+			pf[0].Proxy == "proxy-a" && pf[1].Proxy == "proxy-b" && pf[0].Types["CDS"].State == "SYNCED" && pf[1].Types["CDS"].State == "SYNCED"
+	})
+	if forwarded.Load() < 2 {
+		t.Errorf("the kubelet forwarded %d connections, want one per replica at least", forwarded.Load())
+	}
+
 	nobody := tokenKubeconfig(t, ctx, cfg, cs, "nobody", "")
 	// nobody may not even list the Pods.
 	if code, _, errOut := run(nobody); code == exitOK || !strings.Contains(errOut, "listing the controller's Pods") {
@@ -236,4 +282,24 @@ func TestProxyStatusCluster(t *testing.T) {
 		code, _, errOut := run(lister)
 		return code == exitError && strings.Count(errOut, "403 Forbidden") == 2
 	})
+}
+
+// loopbackForwarder is the fake kubelet's PortForwarder: every Pod's
+// port is that port on loopback.
+type loopbackForwarder struct{ forwarded *atomic.Int64 }
+
+func (f loopbackForwarder) PortForward(ctx context.Context, _, _ string, port int32, stream io.ReadWriteCloser) error {
+	f.forwarded.Add(1)
+	defer stream.Close()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(conn, stream); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(stream, conn); done <- struct{}{} }()
+	<-done
+	return nil
 }
