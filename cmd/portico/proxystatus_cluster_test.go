@@ -42,13 +42,7 @@ const typeClusterURL = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 // it is not empty.
 func tokenKubeconfig(t *testing.T, ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, name, clusterRole string) string {
 	t.Helper()
-	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := saToken(t, ctx, cs, name)
 	if clusterRole != "" {
 		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
@@ -58,7 +52,7 @@ func tokenKubeconfig(t *testing.T, ctx context.Context, cfg *rest.Config, cs kub
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: name}
 	kc.CurrentContext = "test"
 	path := filepath.Join(t.TempDir(), name+".kubeconfig")
@@ -66,6 +60,20 @@ func tokenKubeconfig(t *testing.T, ctx context.Context, cfg *rest.Config, cs kub
 		t.Fatal(err)
 	}
 	return path
+}
+
+// saToken creates the ServiceAccount default/name and returns a token of
+// it.
+func saToken(t *testing.T, ctx context.Context, cs kubernetes.Interface, name string) string {
+	t.Helper()
+	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }
 
 // sotwProxy opens a state-of-the-world ADS stream for the clusters of

@@ -99,20 +99,7 @@ func scrapeController(t *testing.T) (map[string]*dto.MetricFamily, *appsv1.Deplo
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("controller: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("controller did not stop within 30s")
-		}
-	})
+	runUntilCleanup(t, ctx, c)
 
 	gateway := w.ns + "/gw"
 	conn, err := grpc.NewClient("passthrough:///"+xdsLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

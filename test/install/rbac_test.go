@@ -336,6 +336,14 @@ func runController(ctx context.Context, t *testing.T, as *rest.Config, controlle
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntilCleanup(t, ctx, c)
+	return c
+}
+
+// runUntilCleanup runs c until the test ends, then stops it and checks
+// that it stopped cleanly within 30 s.
+func runUntilCleanup(t *testing.T, ctx context.Context, c *controller.Controller) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -350,7 +358,6 @@ func runController(ctx context.Context, t *testing.T, as *rest.Config, controlle
 			t.Error("controller did not stop within 30s")
 		}
 	})
-	return c
 }
 
 // world is the test's Gateway API objects, in their own namespace with
