@@ -120,13 +120,13 @@ metadata:
     kubernetes.io/service-name: NAME
 addressType: IPv4
 endpoints:
-- addresses: [IP]
+- addresses: [ADDRESS]
   conditions:
     ready: true
 ports:
 - name: http
   port: 8080
-`, "NAME", name), "IP", ip)
+`, "NAME", name), "ADDRESS", ip)
 }
 
 func clusterName(svc string) string { return fmt.Sprintf("default/%s/80", svc) }

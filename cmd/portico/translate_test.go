@@ -76,6 +76,10 @@ func TestTranslateValid(t *testing.T) {
 	if len(doc.XDS[0].Listeners) != 1 || !hasCluster(doc.XDS[0].Clusters, clusterName("web")) {
 		t.Errorf("xds of default/gw: listeners %v clusters %v", doc.XDS[0].Listeners, doc.XDS[0].Clusters)
 	}
+	// The EndpointSlice's address is the cluster's endpoint.
+	if !strings.Contains(out, `"10.0.0.1"`) {
+		t.Errorf("the endpoint 10.0.0.1 of web is not in the output:\n%s", out)
+	}
 
 	// --output status / xds, YAML, and the file given twice as files.
 	code, out, _ = runTranslate(t, "--output", "status", "-o", "yaml", "-f", dir+"/gateway.yaml", "--f", dir+"/web.yaml")
