@@ -125,6 +125,20 @@ func changes(b *testing.B, p *Pipeline, snap *resource.Snapshot, change func(*re
 	b.ReportMetric(float64(pushed)/float64(b.N), "pushed-B/op")
 }
 
+// BenchmarkIncrementalRouteChangeOneHostname is
+// BenchmarkIncrementalRouteChange with every route of a Gateway on one
+// hostname: the change resends the whole virtual host (VHDS sends virtual
+// hosts whole), so what is pushed grows with the routes of the hostname,
+// not with the change.
+func BenchmarkIncrementalRouteChangeOneHostname(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			snap := workload.OneHostname(n)
+			routeChanges(b, benchPipeline(b, snap), snap, n, true)
+		})
+	}
+}
+
 // BenchmarkRouteToNewService: one HTTPRoute goes to a Service no route
 // uses (a new cluster on its Gateway), then back (the cluster removed):
 // the cost of a change of the cluster set, through the pipeline.

@@ -363,7 +363,14 @@ func writeMethod(p func(string, ...any), d *Details) {
 	p(" the other replica's `/debug/leader` says it leads. The time until a route created at the kill is Accepted")
 	p(" and the new leader's status queue is empty is in the details below.\n")
 	p("- **Bytes per route change**: the median, over the quiet probes, of the sum of `proto.Size` of the")
-	p(" resources in the Delta responses caused by creating one route.\n\n")
+	p(" resources in the Delta responses caused by creating one route.\n")
+	p("- **A Gateway whose routes share one hostname**: VHDS sends a virtual host whole, so a route change resends")
+	p(" every route of its hostname: the bytes grow with the routes of the hostname, not with the change (a Gateway API")
+	p(" hostname is one virtual host: Envoy picks the virtual host by Host before any route). In process")
+	p(" (`go test -run '^$' -bench IncrementalRouteChange ./internal/pipeline/`, 2026-12-04), at 10,000 routes over 10")
+	p(" Gateways: 8.9 kB pushed per change with 50 hostnames per Gateway, 440 kB with one (1,000 routes on it), and")
+	p(" 2.1 ms against 21 ms to process; at 1,000 routes 1.0 kB against 42.9 kB. Spreading routes over hostnames")
+	p(" (or listeners) is what keeps a change small.\n\n")
 	if d == nil {
 		return
 	}

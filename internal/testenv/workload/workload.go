@@ -66,7 +66,13 @@ var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // match with a query parameter match) forwarding to a Service with ready
 // endpoints; every fifth route also uses a request header modifier and a
 // weighted second backend.
-func Snapshot(routes int) *resource.Snapshot {
+func Snapshot(routes int) *resource.Snapshot { return snapshot(routes, HostsPerGateway) }
+
+// OneHostname is Snapshot with every route of a Gateway on one hostname
+// (app0.gw<N>.example.com): the Gateway's routes share one virtual host.
+func OneHostname(routes int) *resource.Snapshot { return snapshot(routes, 1) }
+
+func snapshot(routes, hostsPerGateway int) *resource.Snapshot {
 	s := resource.New()
 	s.GatewayClasses.Set("portico", &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico", Generation: 1},
@@ -92,12 +98,12 @@ func Snapshot(routes int) *resource.Snapshot {
 		s.Gateways.Set(resource.Key{Namespace: gw.Namespace, Name: gw.Name}, gw)
 	}
 	for i := 0; i < routes; i++ {
-		addRoute(s, i)
+		addRoute(s, i, hostsPerGateway)
 	}
 	return s.Build()
 }
 
-func addRoute(s *resource.Snapshot, i int) {
+func addRoute(s *resource.Snapshot, i, hostsPerGateway int) {
 	ns := fmt.Sprintf("team%d", i%Namespaces)
 	g := i % Gateways
 	svc := fmt.Sprintf("svc%d", i/RoutesPerService)
@@ -138,7 +144,7 @@ func addRoute(s *resource.Snapshot, i int) {
 			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{
 				Namespace: ptr(gwv1.Namespace("infra")), Name: gwv1.ObjectName(fmt.Sprintf("gw%d", g)),
 			}}},
-			Hostnames: []gwv1.Hostname{gwv1.Hostname(fmt.Sprintf("app%d.gw%d.example.com", (i/Gateways)%HostsPerGateway, g))},
+			Hostnames: []gwv1.Hostname{gwv1.Hostname(fmt.Sprintf("app%d.gw%d.example.com", (i/Gateways)%hostsPerGateway, g))},
 			Rules:     []gwv1.HTTPRouteRule{rule0, rule1},
 		},
 	}
