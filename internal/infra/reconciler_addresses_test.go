@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/internal/proxyspec"
@@ -54,9 +56,10 @@ func TestReconcilerServiceAddresses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// An address of the same ServiceCIDR (the API server's range holds
-	// the one it gave), requested on a new Gateway.
-	static := given.Next().Next()
+	// A free address of the ServiceCIDR that holds the one the API server
+	// gave (allocation is random: given's neighbours may be outside it),
+	// requested on a new Gateway.
+	static := freeServiceIP(t, ctx, a.c, given)
 	gw2 := gatewayIn("addr", "pinned")
 	if svc := publish(gw2, cluster(static.String())); svc.Spec.ClusterIP != static.String() {
 		t.Fatalf("static Cluster address %s: clusterIP %q", static, svc.Spec.ClusterIP)
@@ -79,4 +82,45 @@ func TestReconcilerServiceAddresses(t *testing.T) {
 	if svc := publish(gw4); svc.Spec.LoadBalancerIP != "" || svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		t.Fatalf("request removed: loadBalancerIP %q, type %s", svc.Spec.LoadBalancerIP, svc.Spec.Type)
 	}
+}
+
+// freeServiceIP returns an address of the ServiceCIDR holding given that
+// no Service has: the first from the range's start (past its network
+// address and the kubernetes Service's) that is not taken.
+func freeServiceIP(t *testing.T, ctx context.Context, c client.Client, given netip.Addr) netip.Addr {
+	t.Helper()
+	var cidrs networkingv1.ServiceCIDRList
+	if err := c.List(ctx, &cidrs); err != nil {
+		t.Fatal(err)
+	}
+	var prefix netip.Prefix
+	for _, sc := range cidrs.Items {
+		for _, s := range sc.Spec.CIDRs {
+			if p, err := netip.ParsePrefix(s); err == nil && p.Contains(given) {
+				prefix = p
+			}
+		}
+	}
+	if !prefix.IsValid() {
+		t.Fatalf("no ServiceCIDR holds %s: %+v", given, cidrs.Items)
+	}
+	var svcs corev1.ServiceList
+	if err := c.List(ctx, &svcs); err != nil {
+		t.Fatal(err)
+	}
+	taken := map[netip.Addr]bool{given: true}
+	for _, s := range svcs.Items {
+		for _, ip := range s.Spec.ClusterIPs {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				taken[a] = true
+			}
+		}
+	}
+	for a := prefix.Addr().Next().Next(); prefix.Contains(a); a = a.Next() {
+		if !taken[a] && prefix.Contains(a.Next()) { // a.Next(): the change below stays in the range too
+			return a
+		}
+	}
+	t.Fatalf("no free address in %s", prefix)
+	return netip.Addr{}
 }
