@@ -370,7 +370,9 @@ func writeMethod(p func(string, ...any), d *Details) {
 	p(" (`go test -run '^$' -bench IncrementalRouteChange ./internal/pipeline/`, 2026-12-04), at 10,000 routes over 10")
 	p(" Gateways: 8.9 kB pushed per change with 50 hostnames per Gateway, 440 kB with one (1,000 routes on it), and")
 	p(" 2.1 ms against 21 ms to process; at 1,000 routes 1.0 kB against 42.9 kB. Spreading routes over hostnames")
-	p(" (or listeners) is what keeps a change small.\n\n")
+	p(" (or listeners) is what keeps a change small.\n")
+	p("- **50,000 routes**: the in-process scale run (`make bench-scale`) is outside this suite; its figures are in")
+	p(" [docs/bench/scale.md](docs/bench/scale.md).\n\n")
 	if d == nil {
 		return
 	}
