@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -221,11 +222,24 @@ func (s *suite) fleet(ctx context.Context, n int) {
 	fleetQuiet(ctx, clients, time.Second, time.Minute)
 	fl.ConnectSeconds = round(time.Since(t0).Seconds(), 1)
 	fl.RSSAfterMiB, _, _ = follower.ProcStatus()
+	s.saveProfiles(ctx, "heap", fmt.Sprintf("heap-fleet-%d", n))
 	fl.RSSPerStreamKiB = round((fl.RSSAfterMiB-fl.RSSBeforeMiB)*1024/float64(streams), 1)
 	s.logf("fleet %d: %d streams in sync after %.1fs, follower RSS %.1f → %.1f MiB",
 		n, streams, fl.ConnectSeconds, fl.RSSBeforeMiB, fl.RSSAfterMiB)
 
 	probes := max(1, s.cfg.Probes/10)
+	if s.cfg.Profiles {
+		// The follower's CPU profile over the probes (the first 8 s).
+		profiled := make(chan struct{})
+		go func() {
+			defer close(profiled)
+			path := filepath.Join(s.cfg.Out, "profiles", fmt.Sprintf("cpu-fleet-%d-follower.pb.gz", n))
+			if err := follower.SaveProfile(ctx, "/debug/pprof/profile?seconds=8", path); err != nil {
+				s.logf("fleet: CPU profile: %v", err)
+			}
+		}()
+		defer func() { <-profiled }()
+	}
 	var lat Durations
 	var cpu float64
 	var received int64

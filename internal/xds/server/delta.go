@@ -61,6 +61,8 @@ type deltaCache struct {
 	// log are the names changed by the latest updates, oldest first.
 	log     []deltaChange
 	logSize int
+	// fullCompares counts the watches compared in full (for tests).
+	fullCompares int
 }
 
 type deltaResource struct {
@@ -224,8 +226,10 @@ func (d *deltaCache) watch(req *cachev3.DeltaRequest, sub cachev3.Subscription, 
 	var names []string
 	full := true
 	if s, err := strconv.ParseUint(known[seqKey], 10, 64); err == nil && known[seqKey] != "" {
-		names, full = d.since(s)
-		if !full {
+		var complete bool
+		if names, complete = d.since(s); complete {
+			full = false
+		} else {
 			names = nil
 		}
 	}
@@ -236,6 +240,7 @@ func (d *deltaCache) watch(req *cachev3.DeltaRequest, sub cachev3.Subscription, 
 	// subscription to finish initializing, even an empty one.
 	mustAnswer := sub.IsWildcard() && req.GetResponseNonce() == ""
 	if full {
+		d.fullCompares++
 		names = d.allNames(w)
 	}
 	if d.answer(w, names, mustAnswer) {

@@ -279,3 +279,41 @@ func TestDeltaCacheConverges(t *testing.T) {
 		}
 	}
 }
+
+// A stream whose acknowledgement comes after more updates than the log
+// holds is compared in full, and one within the log only by the names
+// the log lists: the first gets every change it missed, the second costs
+// no full comparison.
+func TestDeltaCacheLaggingStream(t *testing.T) {
+	d := newDeltaCache(resourcev3.ClusterType, false)
+	c := newCacheClient(t, d)
+	c.request(nil, nil)
+	c.drain()
+	d.update("v1", map[string]versioned{"a": versionedAt("a", "1"), "b": versionedAt("b", "1")}, nil)
+	// The response is pending (not read, so not acknowledged) while
+	// "a" changes and then more updates than the log holds go by.
+	d.update("v2", map[string]versioned{"a": versionedAt("a", "2")}, nil)
+	for i := range maxLogUpdates + 10 {
+		n := fmt.Sprintf("c%d", i)
+		d.update(fmt.Sprintf("v%d", i+3), map[string]versioned{n: versionedAt(n, "1")}, nil)
+	}
+	c.drain()
+	if got := c.view["a"]; got != "2" {
+		t.Errorf("lagging stream holds a at %q, want 2", got)
+	}
+	if len(c.view) != maxLogUpdates+12 {
+		t.Errorf("lagging stream holds %d resources, want %d", len(c.view), maxLogUpdates+12)
+	}
+	full := d.fullCompares
+	// Within the log: each acknowledgement looks at the changed names only.
+	for i := range 50 {
+		d.update(fmt.Sprintf("w%d", i), map[string]versioned{"b": versionedAt("b", fmt.Sprint(i+2))}, nil)
+		c.drain()
+	}
+	if got := c.view["b"]; got != "51" {
+		t.Errorf("stream holds b at %q, want 51", got)
+	}
+	if d.fullCompares != full {
+		t.Errorf("%d full comparisons of a stream that kept up, want 0", d.fullCompares-full)
+	}
+}
