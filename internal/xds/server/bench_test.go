@@ -19,12 +19,27 @@ import (
 // largeGateway is a Gateway with one HTTP listener and n routes: ten per
 // hostname, each to one of n/5 services. Route 0's path is path0.
 func largeGateway(n int, path0 string) *ir.Gateway {
-	gw := &ir.Gateway{Namespace: "ns", Name: "gw"}
+	return shapedGateway(gatewayShape{namespace: "ns", routes: n, perHost: 10, services: n / 5, endpoints: 1}, path0)
+}
+
+// gatewayShape is the shape of a generated Gateway: routes, perHost of
+// them on each hostname, each to one of services services (route i to
+// service i%services), each with endpoints endpoints.
+type gatewayShape struct {
+	namespace                            string
+	routes, perHost, services, endpoints int
+}
+
+// shapedGateway is a Gateway named gw of one HTTP listener in the shape s.
+// Route 0's path is path0.
+func shapedGateway(s gatewayShape, path0 string) *ir.Gateway {
+	gw := &ir.Gateway{Namespace: s.namespace, Name: "gw"}
 	rc := &ir.RouteConfig{Name: "http-80"}
+	cluster := func(i int) string { return fmt.Sprintf("%s/svc%d/80", s.namespace, i) }
 	var vh *ir.VirtualHost
-	for i := range n {
-		if i%10 == 0 {
-			host := fmt.Sprintf("h%d.example.com", i/10)
+	for i := range s.routes {
+		if i%s.perHost == 0 {
+			host := fmt.Sprintf("h%d.example.com", i/s.perHost)
 			vh = &ir.VirtualHost{Name: host, Hostname: host}
 			rc.VirtualHosts = append(rc.VirtualHosts, vh)
 		}
@@ -35,21 +50,25 @@ func largeGateway(n int, path0 string) *ir.Gateway {
 		vh.Routes = append(vh.Routes, &ir.Route{
 			Name:    fmt.Sprintf("r%d", i),
 			Match:   ir.Match{Path: &ir.PathMatch{Type: ir.PathPrefix, Value: path}},
-			Forward: &ir.Forward{Backends: []*ir.WeightedBackend{{Cluster: fmt.Sprintf("ns/svc%d/80", i%(n/5)), Weight: 1}}},
+			Forward: &ir.Forward{Backends: []*ir.WeightedBackend{{Cluster: cluster(i % s.services), Weight: 1}}},
 		})
 	}
 	gw.Listeners = []*ir.Listener{{Name: "http-80", Port: 80, Protocol: ir.ProtocolHTTP,
 		FilterChains: []*ir.FilterChain{{Name: "http-80", RouteConfig: rc}}}}
-	for s := range n / 5 {
-		gw.Clusters = append(gw.Clusters, &ir.Cluster{Name: fmt.Sprintf("ns/svc%d/80", s), Protocol: ir.UpstreamHTTP1,
-			Endpoints: []ir.Endpoint{{Address: fmt.Sprintf("10.%d.%d.1", s/250, s%250), Port: 8080}}})
+	for c := range s.services {
+		var eps []ir.Endpoint
+		for e := range s.endpoints {
+			eps = append(eps, ir.Endpoint{Address: fmt.Sprintf("10.%d.%d.%d", c/250, c%250, e+1), Port: 8080})
+		}
+		gw.Clusters = append(gw.Clusters, &ir.Cluster{Name: cluster(c), Protocol: ir.UpstreamHTTP1, Endpoints: eps})
 	}
 	return gw
 }
 
 // BenchmarkUpdateRouteChange measures Server.Update for a change of one
 // route in a Gateway of 10,000 routes and 2,000 clusters, with one proxy
-// connected over delta ADS (wildcard on every type) that receives and
+// connected over delta ADS (wildcard on every type, virtual hosts too:
+// delta clients get route tables by VHDS) that receives and
 // acknowledges each push: the cost of handing one change to the cache and
 // of the push it causes (b.N pushes are awaited).
 func BenchmarkUpdateRouteChange(b *testing.B) {
@@ -87,7 +106,7 @@ func BenchmarkUpdateRouteChange(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			types := append([]string{}, servedTypes...)
+			types := append([]string{resourcev3.VirtualHostType}, servedTypes...)
 			for i, typ := range types {
 				req := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: typ, ResourceNamesSubscribe: []string{"*"}}
 				if i == 0 {
@@ -106,7 +125,7 @@ func BenchmarkUpdateRouteChange(b *testing.B) {
 						return
 					}
 					_ = stream.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
-					if r.GetTypeUrl() == resourcev3.RouteType {
+					if r.GetTypeUrl() == resourcev3.VirtualHostType {
 						n := 0
 						for _, res := range r.GetResources() {
 							n += len(res.GetResource().GetValue())

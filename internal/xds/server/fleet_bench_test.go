@@ -26,35 +26,7 @@ import (
 // workload: one HTTP listener, n routes, 50 per hostname, each to a
 // service of its own with two endpoints. Route 0's path is path0.
 func fleetGateway(g, n int, path0 string) *ir.Gateway {
-	ns := fmt.Sprintf("ns%d", g)
-	gw := &ir.Gateway{Namespace: ns, Name: "gw"}
-	rc := &ir.RouteConfig{Name: "http-80"}
-	var vh *ir.VirtualHost
-	for i := range n {
-		if i%50 == 0 {
-			host := fmt.Sprintf("h%d.example.com", i/50)
-			vh = &ir.VirtualHost{Name: host, Hostname: host}
-			rc.VirtualHosts = append(rc.VirtualHosts, vh)
-		}
-		path := fmt.Sprintf("/p%d", i)
-		if i == 0 {
-			path = path0
-		}
-		cluster := fmt.Sprintf("%s/svc%d/80", ns, i)
-		vh.Routes = append(vh.Routes, &ir.Route{
-			Name:    fmt.Sprintf("r%d", i),
-			Match:   ir.Match{Path: &ir.PathMatch{Type: ir.PathPrefix, Value: path}},
-			Forward: &ir.Forward{Backends: []*ir.WeightedBackend{{Cluster: cluster, Weight: 1}}},
-		})
-		gw.Clusters = append(gw.Clusters, &ir.Cluster{Name: cluster, Protocol: ir.UpstreamHTTP1,
-			Endpoints: []ir.Endpoint{
-				{Address: fmt.Sprintf("10.%d.%d.1", i/250, i%250), Port: 8080},
-				{Address: fmt.Sprintf("10.%d.%d.2", i/250, i%250), Port: 8080},
-			}})
-	}
-	gw.Listeners = []*ir.Listener{{Name: "http-80", Port: 80, Protocol: ir.ProtocolHTTP,
-		FilterChains: []*ir.FilterChain{{Name: "http-80", RouteConfig: rc}}}}
-	return gw
+	return shapedGateway(gatewayShape{namespace: fmt.Sprintf("ns%d", g), routes: n, perHost: 50, services: n, endpoints: 2}, path0)
 }
 
 // fleetStream is one delta ADS stream of the fleet benchmark: wildcard on
