@@ -47,7 +47,7 @@ demo:
 ## test: everything CI runs. The integration tests need kube-apiserver and
 ## etcd: the first run builds them from the Go module proxy (10-20 min on 2
 ## cores) into $$HOME/.cache/portico; later runs reuse them.
-test: vet kube-binaries envoy test-unit test-race fuzz conformance test-rollout test-faults
+test: vet kube-binaries envoy test-unit bench-smoke test-race fuzz conformance test-rollout test-faults
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -73,6 +73,14 @@ test-unit:
 
 test-race:
 	$(GO) test -count=1 -race $(RACE_PKGS)
+
+## bench-smoke: every in-process benchmark once (-benchtime 1x), so that one
+## that no longer runs (or waits forever) fails CI; figures are not checked
+BENCH_SMOKE_PKGS := ./internal/gatewayapi ./internal/pipeline ./internal/resource ./internal/sortedset \
+	./internal/status ./internal/xds/server ./internal/xds/translate
+.PHONY: bench-smoke
+bench-smoke:
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m $(BENCH_SMOKE_PKGS)
 
 ## fuzz: each fuzz target briefly (FUZZTIME each); the committed corpus runs in test-unit too
 fuzz:
