@@ -227,11 +227,8 @@ func (d *deltaCache) watch(req *cachev3.DeltaRequest, sub cachev3.Subscription, 
 	full := true
 	if s, err := strconv.ParseUint(known[seqKey], 10, 64); err == nil && known[seqKey] != "" {
 		var complete bool
-		if names, complete = d.since(s); complete {
-			full = false
-		} else {
-			names = nil
-		}
+		names, complete = d.since(s)
+		full = !complete
 	}
 	// Names the request (un)subscribes are looked at in any case.
 	names = append(names, req.GetResourceNamesSubscribe()...)
