@@ -44,6 +44,10 @@ func (t *translator) listenersAndRoutes() (listeners, routes, vhdsRoutes, vhosts
 	}
 	ports := map[portKey]string{}
 	for _, l := range t.gw.Listeners {
+		// The route configs a listener adds are served only if the
+		// listener is: one left out must not leave an RDS resource that
+		// nothing refers to.
+		rb.begin()
 		if l == nil {
 			return nil, nil, nil, nil, fmt.Errorf("nil listener")
 		}
@@ -66,6 +70,7 @@ func (t *translator) listenersAndRoutes() (listeners, routes, vhdsRoutes, vhosts
 			}
 			t.next.listeners[name] = &listenerEntry{src: l, entry: old.entry}
 			listeners = append(listeners, old.entry)
+			rb.commit()
 			continue
 		}
 		if router == nil {
@@ -86,10 +91,14 @@ func (t *translator) listenersAndRoutes() (listeners, routes, vhdsRoutes, vhosts
 		}
 		t.next.listeners[name] = &listenerEntry{src: l, entry: e}
 		listeners = append(listeners, e)
+		rb.commit()
 	}
 	routes = make([]*entry, 0, len(rb.order))
 	vhdsRoutes = make([]*entry, 0, len(rb.order))
 	for _, e := range rb.order {
+		if !rb.used[e.name] {
+			continue
+		}
 		t.next.routeConfigs[e.name] = e
 		routes = append(routes, e.entry)
 		vhdsRoutes = append(vhdsRoutes, e.vhds)
@@ -437,11 +446,30 @@ func statName(s string) string {
 	return string(b)
 }
 
-// routeBuilder translates each distinct ir.RouteConfig once.
+// routeBuilder translates each distinct ir.RouteConfig once, and keeps
+// which of them a served listener refers to.
 type routeBuilder struct {
 	t      *translator
 	byName map[string]*rcEntry
 	order  []*rcEntry
+	// pending are the names added since begin; used, those of listeners
+	// that were committed.
+	pending []string
+	used    map[string]bool
+}
+
+// begin starts a listener's translation.
+func (rb *routeBuilder) begin() { rb.pending = rb.pending[:0] }
+
+// commit marks the route configs added since begin as served.
+func (rb *routeBuilder) commit() {
+	if rb.used == nil {
+		rb.used = map[string]bool{}
+	}
+	for _, n := range rb.pending {
+		rb.used[n] = true
+	}
+	rb.pending = rb.pending[:0]
 }
 
 // add translates rc (unless already done) and returns its RDS name,
@@ -453,6 +481,7 @@ func (rb *routeBuilder) add(rc *ir.RouteConfig) (string, error) {
 	name := rb.t.scoped(rc.Name)
 	e, seen := rb.byName[name]
 	if seen && e.src == rc {
+		rb.pending = append(rb.pending, name)
 		return name, nil
 	}
 	out, err := rb.t.routeConfiguration(name, rc)
@@ -463,9 +492,11 @@ func (rb *routeBuilder) add(rc *ir.RouteConfig) (string, error) {
 		if e.hash != out.hash {
 			return "", fmt.Errorf("two different route configs are named %q", rc.Name)
 		}
+		rb.pending = append(rb.pending, name)
 		return name, nil
 	}
 	rb.byName[name] = out
 	rb.order = append(rb.order, out)
+	rb.pending = append(rb.pending, name)
 	return name, nil
 }

@@ -416,3 +416,74 @@ func TestTranslatorClustersAddedAndRemoved(t *testing.T) {
 		}
 	}
 }
+
+// A route config is served only while a served listener refers to it: a
+// listener left out (Problem) takes its route configs with it, unless
+// another listener still uses them, fresh or with the other listener's
+// translation reused.
+func TestDroppedListenerTakesItsRouteConfigs(t *testing.T) {
+	good := fullGateway()
+	// The first HTTPS chain shares the HTTP listener's route config.
+	https := *good.Listeners[1]
+	https.FilterChains = append([]*ir.FilterChain(nil), https.FilterChains...)
+	shared := *https.FilterChains[0]
+	shared.RouteConfig = good.Listeners[0].FilterChains[0].RouteConfig
+	https.FilterChains[0] = &shared
+	good.Listeners[1] = &https
+	all := names(mustTranslate(t, good).Routes())
+
+	breakHTTP := func(g *ir.Gateway) { // a port Envoy refuses
+		l := *g.Listeners[0]
+		l.Port = 70000
+		g.Listeners[0] = &l
+	}
+	breakHTTPS := func(g *ir.Gateway) { // two chains for one server name
+		l := *g.Listeners[1]
+		l.FilterChains = append([]*ir.FilterChain(nil), l.FilterChains...)
+		fc := *l.FilterChains[1]
+		fc.ServerNames = l.FilterChains[0].ServerNames
+		l.FilterChains[1] = &fc
+		g.Listeners[1] = &l
+	}
+	cases := map[string]struct {
+		breaks    []func(*ir.Gateway)
+		listeners []string
+		routes    []string
+	}{
+		"both left out": {[]func(*ir.Gateway){breakHTTP, breakHTTPS}, nil, nil},
+		"HTTP left out, its route config shared": {[]func(*ir.Gateway){breakHTTP},
+			[]string{"default/gw/https-443"}, all},
+		"HTTPS left out": {[]func(*ir.Gateway){breakHTTPS},
+			[]string{"default/gw/http-80"}, []string{"default/gw/http-80"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			bad := cowGateway(good)
+			for _, b := range c.breaks {
+				b(bad)
+			}
+			fresh := mustTranslate(t, bad)
+			if len(fresh.Problems) != len(c.breaks) {
+				t.Fatalf("problems %+v, want %d", fresh.Problems, len(c.breaks))
+			}
+			if got := names(fresh.Listeners); !slices.Equal(got, c.listeners) {
+				t.Errorf("listeners %v, want %v", got, c.listeners)
+			}
+			if got := names(fresh.Routes()); !slices.Equal(got, c.routes) {
+				t.Errorf("route configs %v, want %v", got, c.routes)
+			}
+			checkValid(t, fresh)
+			// After the good Gateway, the unbroken listener is reused.
+			x := NewTranslator()
+			if _, err := x.Translate(good); err != nil {
+				t.Fatal(err)
+			}
+			got, err := x.Translate(bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkValid(t, got)
+			sameAsFresh(t, bad, got)
+		})
+	}
+}
