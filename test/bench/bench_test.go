@@ -22,6 +22,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/portico-dev/portico/internal/testenv/workload"
 )
 
 func TestQuantiles(t *testing.T) {
@@ -546,5 +548,18 @@ func TestFindRepo(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(repo, "cmd", "portico")); err != nil {
 		t.Errorf("%s is not the repository: %v", repo, err)
+	}
+}
+
+// BenchmarkFullTranslation is the controller's full translation of
+// workload.Snapshot(10000), as FullTranslation measures it, for profiling
+// with -cpuprofile and -memprofile.
+func BenchmarkFullTranslation(b *testing.B) {
+	snap := workload.Snapshot(10000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := translateFull(snap, workload.Gateways, true, "10000 routes"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
