@@ -44,8 +44,10 @@ type Config struct {
 	SkipCluster        bool
 	// SkipEnvoy leaves out the end-to-end figures through a real Envoy.
 	SkipEnvoy bool
-	// Profiles: save each replica's heap profile at each N under
-	// Out/profiles (the controllers need --debug-pprof).
+	// Profiles: save each replica's heap profile at each N, its
+	// allocation profiles around the churn window and the follower's CPU
+	// profile during the quiet probes under Out/profiles (the
+	// controllers need --debug-pprof).
 	Profiles bool
 	// ChurnWindow is how long the allocation rate under churn is measured,
 	// with the churn alone (after the probes under churn).
@@ -473,6 +475,27 @@ func (s *suite) saveProfiles(ctx context.Context, profile, name string) {
 		path := filepath.Join(s.cfg.Out, "profiles", fmt.Sprintf("%s-%s.pb.gz", name, r.Name))
 		if err := r.SaveProfile(ctx, "/debug/pprof/"+profile, path); err != nil {
 			s.fail(profile+" profile of "+r.Name, err)
+		}
+	}
+}
+
+// followerCPUProfile saves, when Config.Profiles is set, a CPU profile
+// of the follower for the next 10 seconds as
+// <Out>/profiles/<name>-<replica>.pb.gz (during the quiet probes: the
+// follower's single-route translations); the returned function waits
+// for it and records a failure.
+func (s *suite) followerCPUProfile(ctx context.Context, follower *Replica, name string) (wait func()) {
+	if !s.cfg.Profiles {
+		return func() {}
+	}
+	done := make(chan error, 1)
+	go func() {
+		path := filepath.Join(s.cfg.Out, "profiles", fmt.Sprintf("%s-%s.pb.gz", name, follower.Name))
+		done <- follower.SaveProfile(ctx, "/debug/pprof/profile?seconds=10", path)
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			s.fail("CPU profile of "+follower.Name, err)
 		}
 	}
 }

@@ -70,7 +70,9 @@ func (s *suite) stage(ctx context.Context, from, n int) error {
 	a0 := s.allocs(ctx)
 	t0 := time.Now()
 	var bytesCreate, bytesDelete []float64
+	cpuWait := s.followerCPUProfile(ctx, follower, fmt.Sprintf("cpu-%d-quiet-probes", n))
 	st.Propagation = s.routeProbes(ctx, a, n, 0, true, &bytesCreate, &bytesDelete)
+	cpuWait()
 	a1 := s.allocs(ctx)
 	st.AllocQuietMBs = allocRates(a0, a1, time.Since(t0))
 	m1, _ := follower.Metrics(ctx)

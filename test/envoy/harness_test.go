@@ -195,7 +195,7 @@ func startStackWith(t *testing.T, flags []string, extra map[string]string, backe
 
 // isolatedNamespace is a network namespace with only a loopback, removed
 // when the test ends.
-func isolatedNamespace(t *testing.T) *testenv.Netns {
+func isolatedNamespace(t testing.TB) *testenv.Netns {
 	t.Helper()
 	ns, err := testenv.NewIsolatedNamespace()
 	if err != nil {

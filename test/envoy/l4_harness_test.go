@@ -33,7 +33,7 @@ import (
 // l4Stack is an xDS server, an Envoy and the test's backends in one
 // isolated network namespace.
 type l4Stack struct {
-	t     *testing.T
+	t     testing.TB
 	ns    *testenv.Netns
 	xds   *server.Server
 	port  int // of the xDS server
@@ -46,7 +46,7 @@ type l4Stack struct {
 
 // newL4Stack makes the namespace and starts the xDS server in it; the
 // test then starts its backends and calls start with its IR.
-func newL4Stack(t *testing.T) *l4Stack {
+func newL4Stack(t testing.TB) *l4Stack {
 	t.Helper()
 	testenv.RequireEnvoy(t)
 	testenv.RequireNetns(t)

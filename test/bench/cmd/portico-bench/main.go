@@ -64,7 +64,7 @@ func run() int {
 	note := fs.String("note", "", "a remark quoted at the top of the markdown (e.g. what the run is a baseline of)")
 	var ctrlFlags stringList
 	fs.Var(&ctrlFlags, "controller-flag", "extra `portico controller` flag, e.g. -controller-flag=--debounce=10ms (repeatable)")
-	profiles := fs.Bool("profiles", false, "save each replica's heap profile at each N, and its allocation profile before and after the churn window, into <out>/profiles (starts the controllers with --debug-pprof)")
+	profiles := fs.Bool("profiles", false, "save each replica's heap profile at each N, its allocation profile before and after the churn window, and the follower's CPU profile during the quiet probes, into <out>/profiles (starts the controllers with --debug-pprof)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
