@@ -63,6 +63,16 @@ import (
 // virtual host is the unit of an update, so a Gateway whose routes all
 // share one hostname sends all of them for any change, as the single table
 // did.
+//
+// Measured (test/envoy BenchmarkEnvoyRouteUpdate, Envoy 1.40, idle 2-core
+// machine; one route of the first hostname replaced, update to first 200):
+// tables of the bench's Gateways, 250 HTTPRoutes (500 Envoy routes) take
+// 3.1 ms by VHDS and 8.1 ms whole; 2,500 HTTPRoutes (5,000 Envoy routes,
+// the 10,000-route bench's Gateways) 23 ms by VHDS and 71 ms whole. The
+// VHDS figure at 2,500 is Envoy rebuilding its table, the floor of "route
+// create → first 200" at that size for any design that keeps one table
+// per listener; only smaller tables (scoped RDS, ruled out above) go
+// below it.
 
 // vhdsName is the VHDS resource name of the virtual host of routeConfig
 // that serves domain: Envoy takes the text before the last '/' as the
