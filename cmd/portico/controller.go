@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -76,6 +77,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var sans stringList
 	fs.Var(&sans, "xds-extra-san", "extra DNS name or IP of the xDS serving certificate (repeatable)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	gc := addGCFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -84,13 +86,14 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "portico controller: --log-level: %v\n", err)
 		return exitUsage
 	}
-	if err := xf.check(); err != nil {
+	if err := errors.Join(xf.check(), gc.check()); err != nil {
 		fmt.Fprintf(stderr, "portico controller: %v\n", err)
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	// client-go logs (leader election among them) through klog.
 	klog.SetSlogLogger(log.With("component", "client-go"))
+	gc.apply(log)
 
 	cfg, err := restConfig(*kubeconfig)
 	if err != nil {

@@ -55,8 +55,13 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	debounce := fs.Duration("debounce", file.DefaultDebounce, "quiet period after a file change before reloading (editors write in bursts)")
 	loadLimits := addLoadFlags(fs)
+	gc := addGCFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	if err := gc.check(); err != nil {
+		fmt.Fprintf(stderr, "portico standalone: %v\n", err)
+		return exitUsage
 	}
 	if *resources == "" {
 		fmt.Fprintln(stderr, "portico standalone: --resources is required")
@@ -69,6 +74,7 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	gc.apply(log)
 
 	m := metrics.New()
 	xdsServer := server.New(log, m)
