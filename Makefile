@@ -12,7 +12,8 @@ ADMIN_ADDR?= :19000
 FUZZTIME  ?= 10s
 BIN       := _output/bin
 
-# Packages whose goroutines matter most also run under the race detector.
+# Packages whose goroutines matter most also run under the race detector (and
+# the semantics' parallel route compilation, by its own tests).
 RACE_PKGS := ./internal/pipeline/... ./internal/xds/server/... ./internal/provider/... ./internal/admin/... ./internal/proxysync/...
 
 .PHONY: all build build-static image run demo generate test test-unit test-race test-integration vet fuzz bench bench-scale golden kube-binaries envoy clean
@@ -73,6 +74,7 @@ test-unit:
 
 test-race:
 	$(GO) test -count=1 -race $(RACE_PKGS)
+	$(GO) test -count=1 -race -run 'CompileAhead' ./internal/gatewayapi/
 
 ## bench-smoke: every in-process benchmark once (-benchtime 1x), so that one
 ## that no longer runs (or waits forever) fails CI; figures are not checked

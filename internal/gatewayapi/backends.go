@@ -81,7 +81,7 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 		pols = t.in.BackendTLSPolicies(resource.Key{Namespace: ns, Name: name}) // recorded, before the cache
 	}
 	// The common case, without building strings.
-	if def, ok := t.clusterByRef[clusterRef{ns, name, port, class}]; ok {
+	if def := t.clusterDef(clusterRef{ns, name, port, class}); def != nil {
 		for _, e := range def.evals {
 			t.touchCAs(e.cas)
 		}
@@ -128,8 +128,28 @@ func (t *translator) resolveBackend(rs *routeState, ref gwv1.BackendObjectRefere
 			}
 		}
 	}
-	t.clusterByRef[clusterRef{ns, name, port, class}] = def
-	return def, nil
+	return t.keepClusterDef(clusterRef{ns, name, port, class}, def), nil
+}
+
+// clusterDef returns the cluster resolved for ref so far, or nil.
+func (t *translator) clusterDef(ref clusterRef) *clusterDef {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.clusterByRef[ref]
+}
+
+// keepClusterDef keeps def as the cluster of ref, unless another
+// goroutine kept one first (compileAhead): the one kept is returned, so
+// that every route uses the same definition (they are equal: a definition
+// depends on the Service, the port and the policies only).
+func (t *translator) keepClusterDef(ref clusterRef, def *clusterDef) *clusterDef {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept := t.clusterByRef[ref]; kept != nil {
+		return kept
+	}
+	t.clusterByRef[ref] = def
+	return def
 }
 
 // endpointsOf computes (once per cluster and cache) the ready endpoints of a cluster: addresses of

@@ -75,17 +75,14 @@ type policyEval struct {
 
 // evalPolicy evaluates p, once per translation; every call records the
 // reads of the evaluation as the caller's.
-func (t *translator) evalPolicy(p *gwv1.BackendTLSPolicy) *policyEval {
+func (t *translator) evalPolicy(p *gwv1.BackendTLSPolicy) (kept *policyEval) {
 	k := resource.Key{Namespace: p.Namespace, Name: p.Name}
-	if e := t.policyEvals[k]; e != nil && e.policy == p {
+	if e := t.keptPolicyEval(k, p); e != nil {
 		t.touchCAs(e.cas)
 		return e
 	}
 	e := &policyEval{policy: p, cas: slices.Collect(refs.CACertificates(p))}
-	if t.policyEvals == nil {
-		t.policyEvals = map[resource.Key]*policyEval{}
-	}
-	t.policyEvals[k] = e
+	defer func() { kept = t.keepPolicyEval(k, e) }()
 	v := p.Spec.Validation
 	tls := &ir.UpstreamTLS{SNI: string(v.Hostname)}
 	invalid := func(format string, args ...any) {
@@ -147,6 +144,32 @@ func (t *translator) evalPolicy(p *gwv1.BackendTLSPolicy) *policyEval {
 		tls = &ir.UpstreamTLS{Blocked: msg}
 	}
 	e.tls = tls
+	return e
+}
+
+// keptPolicyEval returns the evaluation of p kept so far, or nil.
+func (t *translator) keptPolicyEval(k resource.Key, p *gwv1.BackendTLSPolicy) *policyEval {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.policyEvals[k]; e != nil && e.policy == p {
+		return e
+	}
+	return nil
+}
+
+// keepPolicyEval keeps e, unless another goroutine kept an evaluation of
+// the same policy first (compileAhead): the one kept is returned (they
+// are equal, and computing e recorded the same reads).
+func (t *translator) keepPolicyEval(k resource.Key, e *policyEval) *policyEval {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept := t.policyEvals[k]; kept != nil && kept.policy == e.policy {
+		return kept
+	}
+	if t.policyEvals == nil {
+		t.policyEvals = map[resource.Key]*policyEval{}
+	}
+	t.policyEvals[k] = e
 	return e
 }
 

@@ -143,7 +143,7 @@ func (t *translator) resolveAuthBackend(from objRef, ref gwv1.BackendObjectRefer
 	if !b.HasPort {
 		return nil, &problem{notFound, fmt.Sprintf("backend Service %s has no port; port is required for Services", b.ID())}
 	}
-	if def, ok := t.clusterByRef[clusterRef{b.Namespace, b.Name, b.Port, backendHTTP}]; ok {
+	if def := t.clusterDef(clusterRef{b.Namespace, b.Name, b.Port, backendHTTP}); def != nil {
 		return def, nil
 	}
 	if svc == nil {
@@ -163,8 +163,7 @@ func (t *translator) resolveAuthBackend(from objRef, ref gwv1.BackendObjectRefer
 				def.h2 = true
 			}
 		}
-		t.clusterByRef[clusterRef{b.Namespace, b.Name, b.Port, backendHTTP}] = def
-		return def, nil
+		return t.keepClusterDef(clusterRef{b.Namespace, b.Name, b.Port, backendHTTP}, def), nil
 	}
 	return nil, &problem{notFound, fmt.Sprintf("Service %s has no TCP port %d", b.ID(), b.Port)}
 }

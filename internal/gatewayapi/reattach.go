@@ -49,7 +49,7 @@ func Reattach(snap *resource.Snapshot, opts Options, prev *States, gateways, set
 		}
 	}
 	for _, r := range routes {
-		if rs := t.translateRoute(r); rs != nil {
+		if rs := t.translateRoute(r, nil); rs != nil {
 			t.routes = append(t.routes, rs)
 		}
 	}

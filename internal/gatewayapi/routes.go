@@ -78,29 +78,44 @@ func (r *routeState) ns() string { return r.meta.Namespace }
 
 // processRoutes compiles and attaches every route (of the scope).
 func (t *translator) processRoutes() {
-	t.scope.eachRoute(t.in, func(ref resource.Ref) {
-		if rs := t.translateRoute(ref); rs != nil {
+	var refs []resource.Ref
+	t.scope.eachRoute(t.in, func(ref resource.Ref) { refs = append(refs, ref) })
+	ahead := t.compileAhead(refs)
+	for i, ref := range refs {
+		var c *compiledAhead
+		if ahead != nil && ahead[i].ok {
+			c = &ahead[i]
+		}
+		if rs := t.translateRoute(ref, c); rs != nil {
 			rs.attachAll()
 			t.routes = append(t.routes, rs)
 		}
-	})
+	}
 	t.resolveKindCollisions()
 	t.enforceGatewayBudgets()
 	t.countAttachedRoutes()
 }
 
 // translateRoute reads route ref, compiles it (or takes what the cache
-// kept of it) and resolves its parents; nil when it does not exist. Its
-// attachments are not yet added to the listeners.
-func (t *translator) translateRoute(ref resource.Ref) *routeState {
+// kept of it, or what compileAhead compiled: ahead, nil if nothing) and
+// resolves its parents; nil when it does not exist. Its attachments are
+// not yet added to the listeners.
+func (t *translator) translateRoute(ref resource.Ref, ahead *compiledAhead) *routeState {
+	var ok bool
 	kind := routeKinds[ref.Kind]
-	src, ok := kind.read(t.in, ref.Key)
-	if !ok {
+	var src routeSource
+	if ahead != nil {
+		src = ahead.src // read for no owner: nothing to record
+	} else if src, ok = kind.read(t.in, ref.Key); !ok {
 		return nil
 	}
 	rs := newRouteState(ref.Kind, src.meta, src.spec)
 	if c := t.cache.CompiledRoute(ref); c != nil {
 		rs.rules, rs.hostnames, rs.noHostname = c.rules, c.hostnames, c.noHostname
+	} else if ahead != nil {
+		ahead.replay(t.in)
+		rs.rules, rs.hostnames, rs.noHostname = ahead.rules, ahead.hostnames, ahead.noHostname
+		t.cache.KeepCompiledRoute(ref, &ahead.CompiledRoute)
 	} else {
 		rs.setHostnames(src.hostnames)
 		kind.compile(t.readingFor(ref), rs, src.obj) // the route's reads

@@ -21,6 +21,10 @@
 // by class, Services by Gateway, EndpointSlices); the semantics know
 // nothing of it, nor of modes of translation.
 //
+// One translation runs on one goroutine, but for compiling the routes the
+// cache does not hold, which a large translation spreads over the CPUs
+// with the serial result, reads recorded alike (compile_ahead.go).
+//
 // Implementation choices where the specification leaves room:
 //   - A listener whose certificates cannot be used (missing, malformed,
 //     unsupported kind, or not permitted by a ReferenceGrant) stays Accepted:
@@ -82,6 +86,7 @@ package gatewayapi
 
 import (
 	"slices"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -114,6 +119,9 @@ type translation struct {
 
 	nsLabels map[string]labels.Set
 	secrets  map[string]secretEntry
+	// mu guards clusterByRef and policyEvals, which routes compiled on
+	// other goroutines share (compileAhead).
+	mu sync.Mutex
 	// clusterByRef holds the clusters resolved so far, by namespace, name
 	// and port.
 	clusterByRef map[clusterRef]*clusterDef

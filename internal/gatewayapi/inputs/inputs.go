@@ -41,7 +41,11 @@
 // The Readers of one translation (New's and those For returns from it)
 // share the snapshot, the Recorder and the ReferenceGrant index, built on
 // first use by whichever Reader needs it first: they are not safe for
-// concurrent use.
+// concurrent use. For work on other goroutines (the semantics compile
+// routes in parallel), Prepare builds the indexes, and Detached gives a
+// Reader that shares nothing mutable with the others: it records into a
+// Buffer of its own, which the translation's goroutine replays into the
+// Recorder, in an order of its choosing.
 package inputs
 
 import (
@@ -107,6 +111,51 @@ func (r *Reader) WithOwner(owner resource.Ref) Reader {
 	o := *r
 	o.owner = owner
 	return o
+}
+
+// Prepare builds the indexes the Readers of r's translation share, so
+// that Detached Readers only read them.
+func (r *Reader) Prepare() {
+	r.grantIndex()
+	r.policyIndex()
+}
+
+// Detached returns a Reader of the same snapshot, with no owner, for use
+// on another goroutine once Prepare ran: it records into buf, or nothing
+// when r records nothing (buf is then left empty).
+func (r *Reader) Detached(buf *Buffer) *Reader {
+	o := *r
+	o.owner = resource.Ref{}
+	if r.rec != nil {
+		o.rec = buf
+	}
+	return &o
+}
+
+// Buffer is a Recorder that keeps the reads in order, for Replay.
+type Buffer struct {
+	reads []bufferedRead
+}
+
+type bufferedRead struct{ owner, ref resource.Ref }
+
+// Read keeps the read.
+func (b *Buffer) Read(owner, ref resource.Ref) {
+	b.reads = append(b.reads, bufferedRead{owner, ref})
+}
+
+// Len is the number of reads kept so far: a mark for Replay.
+func (b *Buffer) Len() int { return len(b.reads) }
+
+// Replay records the reads kept between the marks from and to into r's
+// Recorder, in the order they were made.
+func (b *Buffer) Replay(r *Reader, from, to int) {
+	if r.rec == nil {
+		return
+	}
+	for _, rd := range b.reads[from:to] {
+		r.rec.Read(rd.owner, rd.ref)
+	}
 }
 
 func (r *Reader) record(kind resource.Kind, key resource.Key) {
@@ -183,6 +232,11 @@ func (r *Reader) Namespace(name string) *corev1.Namespace {
 // name; the slice must not be modified.
 func (r *Reader) ReferenceGrants(ns string) []*gwv1beta1.ReferenceGrant {
 	r.record(resource.KindReferenceGrant, resource.Key{Namespace: ns})
+	return r.grantIndex().byNamespace[ns]
+}
+
+// grantIndex returns the ReferenceGrant index, built on first use.
+func (r *Reader) grantIndex() *grantIndex {
 	gi := r.grants
 	if gi.byNamespace == nil {
 		gi.byNamespace = map[string][]*gwv1beta1.ReferenceGrant{}
@@ -192,7 +246,7 @@ func (r *Reader) ReferenceGrants(ns string) []*gwv1beta1.ReferenceGrant {
 			}
 		}
 	}
-	return gi.byNamespace[ns]
+	return gi
 }
 
 // ConfigMap returns the ConfigMap k, or nil.
@@ -213,6 +267,11 @@ func (r *Reader) ClusterTrustBundle(name string) *certificatesv1.ClusterTrustBun
 // name; each policy is listed once. The slice must not be modified.
 func (r *Reader) BackendTLSPolicies(svc resource.Key) []*gwv1.BackendTLSPolicy {
 	r.record(resource.KindBackendTLSPolicy, resource.Key{Namespace: svc.Namespace})
+	return r.policyIndex().byService[svc]
+}
+
+// policyIndex returns the BackendTLSPolicy index, built on first use.
+func (r *Reader) policyIndex() *policyIndex {
 	pi := r.policies
 	if pi.byService == nil {
 		pi.byService = map[resource.Key][]*gwv1.BackendTLSPolicy{}
@@ -232,7 +291,7 @@ func (r *Reader) BackendTLSPolicies(svc resource.Key) []*gwv1.BackendTLSPolicy {
 			}
 		}
 	}
-	return pi.byService[svc]
+	return pi
 }
 
 // BackendTLSPolicy returns the BackendTLSPolicy k, or nil.
