@@ -76,13 +76,17 @@ test-race:
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	$(GO) test -count=1 -race -run 'CompileAhead' ./internal/gatewayapi/
 
-## bench-smoke: every in-process benchmark once (-benchtime 1x), so that one
-## that no longer runs (or waits forever) fails CI; figures are not checked
+## bench-smoke: every in-process benchmark once (-benchtime 1x), with Envoy's
+## route-update benchmark (test/envoy) and the bench module's full
+## translation, so that one that no longer runs (or waits forever) fails CI;
+## figures are not checked
 BENCH_SMOKE_PKGS := ./internal/gatewayapi ./internal/pipeline ./internal/resource ./internal/sortedset \
 	./internal/status ./internal/xds/server ./internal/xds/translate
 .PHONY: bench-smoke
 bench-smoke:
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m $(BENCH_SMOKE_PKGS)
+	PORTICO_ENVOY=$$(hack/envoy.sh) $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m ./test/envoy/
+	cd $(BENCH_MOD) && $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m .
 
 ## fuzz: each fuzz target briefly (FUZZTIME each); the committed corpus runs in test-unit too
 fuzz:
