@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,6 +123,11 @@ func (r *Replica) Wait(timeout time.Duration) error {
 }
 
 func (r *Replica) get(ctx context.Context, path string) (*http.Response, error) {
+	return r.getWith(ctx, r.http, path)
+}
+
+// getWith is get through client c.
+func (r *Replica) getWith(ctx context.Context, c *http.Client, path string) (*http.Response, error) {
 	addr := r.AdminAddr
 	if strings.HasPrefix(path, "/debug/") {
 		addr = r.DebugAddr
@@ -130,13 +136,23 @@ func (r *Replica) get(ctx context.Context, path string) (*http.Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	return r.http.Do(req)
+	return c.Do(req)
 }
 
 // SaveProfile writes the profile the debug server serves at path (a
-// /debug/pprof/ one) to file.
+// /debug/pprof/ one) to file. A CPU profile takes as long as it asks for
+// (?seconds=), longer than the client's timeout may be: the request has
+// a minute more than that instead.
 func (r *Replica) SaveProfile(ctx context.Context, path, file string) error {
-	resp, err := r.get(ctx, path)
+	wait := time.Minute
+	if u, err := url.Parse(path); err == nil {
+		if n, err := strconv.Atoi(u.Query().Get("seconds")); err == nil && n > 0 {
+			wait += time.Duration(n) * time.Second
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	resp, err := r.getWith(ctx, &http.Client{Transport: r.http.Transport}, path)
 	if err != nil {
 		return err
 	}
