@@ -17,7 +17,11 @@
 // under churn p50/p99 11.8/53 → 11.4/49 ms and the follower's translation
 // of one changed route 2.86 → 2.42 ms, so no cost shows where latency
 // matters (one earlier run gave 17/95 ms under churn, which the next run
-// did not repeat: the figure is the noisiest of the suite).
+// did not repeat: the figure is the noisiest of the suite). The cost is
+// in bursts: a cold first full translation is 20–25% slower (make
+// bench-scale: 324–349 → 399–403 ms at 10,000 routes, 2.16 → 2.74 s at
+// 50,000; docs/bench/scale.md), a price paid at start and on a full
+// retranslation, not per change.
 //
 // The memory limit: when the process runs under a cgroup memory limit (a
 // container's resources.limits.memory), the soft limit is set to a
