@@ -101,12 +101,14 @@ func (t *translator) processRoutes() {
 // resolves its parents; nil when it does not exist. Its attachments are
 // not yet added to the listeners.
 func (t *translator) translateRoute(ref resource.Ref, ahead *compiledAhead) *routeState {
-	var ok bool
 	kind := routeKinds[ref.Kind]
-	var src routeSource
+	src, ok := routeSource{}, true
 	if ahead != nil {
 		src = ahead.src // read for no owner: nothing to record
-	} else if src, ok = kind.read(t.in, ref.Key); !ok {
+	} else {
+		src, ok = kind.read(t.in, ref.Key)
+	}
+	if !ok {
 		return nil
 	}
 	rs := newRouteState(ref.Kind, src.meta, src.spec)
@@ -115,7 +117,10 @@ func (t *translator) translateRoute(ref resource.Ref, ahead *compiledAhead) *rou
 	} else if ahead != nil {
 		ahead.replay(t.in)
 		rs.rules, rs.hostnames, rs.noHostname = ahead.rules, ahead.hostnames, ahead.noHostname
-		t.cache.KeepCompiledRoute(ref, &ahead.CompiledRoute)
+		// A copy: a pointer into compileAhead's slice would keep all of it
+		// (and every route's buffered reads) alive in the cache.
+		kept := ahead.CompiledRoute
+		t.cache.KeepCompiledRoute(ref, &kept)
 	} else {
 		rs.setHostnames(src.hostnames)
 		kind.compile(t.readingFor(ref), rs, src.obj) // the route's reads
