@@ -85,6 +85,10 @@ type Resources struct {
 	// VirtualHosts are the virtual hosts of Routes as VHDS resources,
 	// named "<route config>/<domain>", in wire form like Routes.
 	VirtualHosts []types.Resource // *routev3.VirtualHost
+	// ScopedRoutes are the scopes of the route tables in scoped form
+	// (scoped.go), HostScopeFilters their host-scope filters (ECDS).
+	ScopedRoutes     []types.Resource // *routev3.ScopedRouteConfiguration
+	HostScopeFilters []types.Resource // *corev3.TypedExtensionConfig
 	// Problems are the routes and listeners of the IR left out because
 	// Envoy would refuse them, sorted; the rest is served.
 	Problems []Problem
@@ -137,7 +141,12 @@ func (r *Resources) SetRoutes(routes []types.Resource) {
 }
 
 // Options change how the IR is translated. The zero value is the default.
-type Options struct{}
+type Options struct {
+	// ScopeAtRoutes is the number of routes from which a route table of
+	// several virtual hosts is served in scoped form (scoped.go): 0 means
+	// DefaultScopeAtRoutes, a negative value never.
+	ScopeAtRoutes int
+}
 
 // VHDSRouteType is the key of VHDSRoutes for Diff, ResourceVersions and
 // Has: they are RDS resources (resourcev3.RouteType) on the wire.
@@ -150,6 +159,8 @@ const (
 	clusterIdx
 	endpointIdx
 	secretIdx
+	scopedRouteIdx
+	extensionConfigIdx
 	vhdsRouteIdx
 	virtualHostIdx
 	numTypes
@@ -163,6 +174,8 @@ var typeOrder = []resourcev3.Type{
 	resourcev3.ClusterType,
 	resourcev3.EndpointType,
 	resourcev3.SecretType,
+	resourcev3.ScopedRouteType,
+	resourcev3.ExtensionConfigType,
 }
 
 // allTypes are typeOrder and the VHDS forms of the route tables, which
@@ -182,6 +195,10 @@ func (r *Resources) set(t resourcev3.Type, s []types.Resource) {
 		r.Endpoints = s
 	case resourcev3.SecretType:
 		r.Secrets = s
+	case resourcev3.ScopedRouteType:
+		r.ScopedRoutes = s
+	case resourcev3.ExtensionConfigType:
+		r.HostScopeFilters = s
 	case VHDSRouteType:
 		r.VHDSRoutes = s
 	case resourcev3.VirtualHostType:
@@ -201,6 +218,10 @@ func (r *Resources) slice(t resourcev3.Type) []types.Resource {
 		return r.Endpoints
 	case resourcev3.SecretType:
 		return r.Secrets
+	case resourcev3.ScopedRouteType:
+		return r.ScopedRoutes
+	case resourcev3.ExtensionConfigType:
+		return r.HostScopeFilters
 	case VHDSRouteType:
 		return r.VHDSRoutes
 	case resourcev3.VirtualHostType:
@@ -228,7 +249,7 @@ func (r *Resources) ByType() map[resourcev3.Type][]types.Resource {
 // All returns every resource: listeners, routes (whole), clusters,
 // endpoints and secrets, in that order.
 func (r *Resources) All() []types.Resource {
-	n := len(r.Listeners) + len(r.Routes()) + len(r.Clusters) + len(r.Endpoints) + len(r.Secrets)
+	n := len(r.Listeners) + len(r.Routes()) + len(r.Clusters) + len(r.Endpoints) + len(r.Secrets) + len(r.ScopedRoutes) + len(r.HostScopeFilters)
 	out := make([]types.Resource, 0, n)
 	for _, t := range typeOrder {
 		out = append(out, r.slice(t)...)

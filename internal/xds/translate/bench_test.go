@@ -25,8 +25,9 @@ func BenchmarkTranslate(b *testing.B) {
 
 func TestGeneratedGateway(t *testing.T) {
 	res := mustTranslate(t, generatedGateway(1000))
-	if len(res.Clusters) != 100 || len(res.Routes()) != 1 {
-		t.Fatalf("%d clusters, %d route configs", len(res.Clusters), len(res.Routes()))
+	// 1,000 routes over 10 hosts: scoped, a route config per host.
+	if len(res.Clusters) != 100 || len(res.Routes()) != 10 || len(res.ScopedRoutes) != 10 || len(res.HostScopeFilters) != 1 {
+		t.Fatalf("%d clusters, %d route configs, %d scopes, %d filters", len(res.Clusters), len(res.Routes()), len(res.ScopedRoutes), len(res.HostScopeFilters))
 	}
 	if _, err := res.Snapshot(); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,9 @@ import (
 //
 // The version of a Gateway is the sha256, cut to versionLen hex characters,
 // of the type URL and the hash of each resource type of typeOrder (the
-// VHDS forms of route tables are derived from Routes and left out), the
+// VHDS forms of route tables are derived from Routes and left out; scoped
+// routes and host-scope filters only when the Gateway has some, so that
+// Gateways without scoped tables keep the versions they had before), the
 // hash of a type being the sha256 of the name and
 // hash of each of its resources, in name order. Equal content gives equal versions on every replica; a change of
 // content changes the hash of the resource and the version.
@@ -124,10 +126,13 @@ func (hs *hasher) typeHash(entries []*entry) hash {
 }
 
 // gatewayVersion is the version of a Gateway from the hashes of its
-// resource types, in typeOrder.
-func gatewayVersion(types *[numTypes]hash) string {
+// resource types, in typeOrder; ents are the resources of each type.
+func gatewayVersion(types *[numTypes]hash, ents *[numTypes][]*entry) string {
 	h := sha256.New()
 	for i, t := range typeOrder {
+		if (i == scopedRouteIdx || i == extensionConfigIdx) && len(ents[i]) == 0 {
+			continue
+		}
 		h.Write([]byte(t))
 		h.Write(types[i][:])
 	}

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -31,8 +32,10 @@ var alpnProtocols = []string{"h2", "http/1.1"}
 
 // listenersAndRoutes gives one Listener per ir.Listener and one
 // RouteConfiguration per distinct ir.RouteConfig of its filter chains,
-// with the VHDS forms of the route configs and of their virtual hosts.
-func (t *translator) listenersAndRoutes() (listeners, routes, vhdsRoutes, vhosts []*entry, err error) {
+// with the VHDS forms of the route configs and of their virtual hosts, or
+// a table's scoped form (scoped.go), into ents.
+func (t *translator) listenersAndRoutes(ents *[numTypes][]*entry) error {
+	var listeners []*entry
 	rb := &routeBuilder{t: t, byName: map[string]*rcEntry{}}
 	var router *anypb.Any
 	names := map[string]bool{}
@@ -49,34 +52,36 @@ func (t *translator) listenersAndRoutes() (listeners, routes, vhdsRoutes, vhosts
 		// nothing refers to.
 		rb.begin()
 		if l == nil {
-			return nil, nil, nil, nil, fmt.Errorf("nil listener")
+			return fmt.Errorf("nil listener")
 		}
 		name := t.scoped(l.Name)
 		if l.Name == "" || names[name] {
-			return nil, nil, nil, nil, fmt.Errorf("listener name %q is empty or not unique", l.Name)
+			return fmt.Errorf("listener name %q is empty or not unique", l.Name)
 		}
 		names[name] = true
 		pk := portKey{l.Port, l.Protocol == ir.ProtocolUDP}
 		if other, ok := ports[pk]; ok {
-			return nil, nil, nil, nil, fmt.Errorf("listeners %q and %q both use port %d", other, l.Name, l.Port)
+			return fmt.Errorf("listeners %q and %q both use port %d", other, l.Name, l.Port)
 		}
 		ports[pk] = l.Name
-		if old := t.memo.listeners[name]; old != nil && sameListener(old.src, l) {
+		scoped := t.scopedChains(l)
+		if old := t.memo.listeners[name]; old != nil && sameListener(old.src, l) && slices.Equal(old.scoped, scoped) {
 			// The route configs are translated anyway (they may have
 			// changed); the listener refers to them by name only.
 			if err := t.checkReused(l, rb); err != nil {
 				t.listenerProblems = append(t.listenerProblems, Problem{Listener: l.Name, Err: err.Error()})
 				continue
 			}
-			t.next.listeners[name] = &listenerEntry{src: l, entry: old.entry}
+			t.next.listeners[name] = &listenerEntry{src: l, scoped: scoped, entry: old.entry}
 			listeners = append(listeners, old.entry)
 			rb.commit()
 			continue
 		}
 		if router == nil {
 			// Shared per-translation filter config: packed once, reused.
+			var err error
 			if router, err = toAny("router filter", &routerv3.Router{}); err != nil {
-				return nil, nil, nil, nil, err
+				return err
 			}
 		}
 		ll, err := t.listener(name, l, router, rb)
@@ -89,24 +94,65 @@ func (t *translator) listenersAndRoutes() (listeners, routes, vhdsRoutes, vhosts
 			t.listenerProblems = append(t.listenerProblems, Problem{Listener: l.Name, Err: err.Error()})
 			continue
 		}
-		t.next.listeners[name] = &listenerEntry{src: l, entry: e}
+		t.next.listeners[name] = &listenerEntry{src: l, scoped: scoped, entry: e}
 		listeners = append(listeners, e)
 		rb.commit()
 	}
-	routes = make([]*entry, 0, len(rb.order))
-	vhdsRoutes = make([]*entry, 0, len(rb.order))
+	routes := make([]*entry, 0, len(rb.order))
+	vhdsRoutes := make([]*entry, 0, len(rb.order))
+	var vhosts, scopes, filters []*entry
 	for _, e := range rb.order {
 		if !rb.used[e.name] {
 			continue
 		}
 		t.next.routeConfigs[e.name] = e
+		if f := e.scope; f != nil {
+			routes = append(routes, f.routes...)
+			vhdsRoutes = append(vhdsRoutes, f.routes...)
+			scopes = append(scopes, f.scopes...)
+			filters = append(filters, f.filter)
+			continue
+		}
 		routes = append(routes, e.entry)
 		vhdsRoutes = append(vhdsRoutes, e.vhds)
 		for _, v := range e.vhosts {
 			vhosts = append(vhosts, v.vhds)
 		}
 	}
-	return listeners, routes, vhdsRoutes, vhosts, nil
+	if err := checkRouteNames(routes); err != nil {
+		return err
+	}
+	ents[listenerIdx], ents[routeIdx], ents[vhdsRouteIdx], ents[virtualHostIdx] = listeners, routes, vhdsRoutes, vhosts
+	ents[scopedRouteIdx], ents[extensionConfigIdx] = scopes, filters
+	return nil
+}
+
+// scopedChains tells for each filter chain of l whether its table is in
+// scoped form.
+func (t *translator) scopedChains(l *ir.Listener) []bool {
+	var out []bool
+	for i, fc := range l.FilterChains {
+		if fc != nil && fc.RouteConfig != nil && t.scopes(fc.RouteConfig) {
+			if out == nil {
+				out = make([]bool, len(l.FilterChains))
+			}
+			out[i] = true
+		}
+	}
+	return out
+}
+
+// checkRouteNames checks that no two route configs have one name: a
+// scoped table's hosts are named after it ("<table>/<domain>").
+func checkRouteNames(routes []*entry) error {
+	seen := make(map[string]bool, len(routes))
+	for _, e := range routes {
+		if seen[e.name] {
+			return fmt.Errorf("route config %q is used twice", e.name)
+		}
+		seen[e.name] = true
+	}
+	return nil
 }
 
 // checkReused translates the route configs of a listener whose translation
@@ -370,6 +416,10 @@ func (t *translator) hcmFilter(statPrefix string, fc *ir.FilterChain, router *an
 	if err := withListenerTag(hcm, fc.ListenerTag); err != nil {
 		return nil, err
 	}
+	if rb.byName[rdsName].scope != nil {
+		scopedRoutes(hcm, rdsName)
+		return hcmNetworkFilter(hcm)
+	}
 	hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 		ConfigSource:    adsConfigSource(),
 		RouteConfigName: rdsName,
@@ -485,6 +535,9 @@ func (rb *routeBuilder) add(rc *ir.RouteConfig) (string, error) {
 		return name, nil
 	}
 	out, err := rb.t.routeConfiguration(name, rc)
+	if err == nil {
+		out, err = rb.t.withScopeForm(out, rb.t.scopes(rc))
+	}
 	if err != nil {
 		return "", fmt.Errorf("route config %q: %w", rc.Name, err)
 	}

@@ -159,6 +159,9 @@ func newGatewayMemo(gw *ir.Gateway) *gatewayMemo {
 // listenerEntry is a translated listener and the IR it came from.
 type listenerEntry struct {
 	src *ir.Listener
+	// scoped tells, for each filter chain, whether its table was in
+	// scoped form (scoped.go): the form is part of the Listener.
+	scoped []bool
 	*entry
 }
 
@@ -169,6 +172,9 @@ type rcEntry struct {
 	// vhds is the route config in its VHDS form (vhds.go).
 	vhds   *entry
 	vhosts map[string]*vhostEntry // by virtual host name
+	// scope is the route config in scoped form when it is served so
+	// (scoped.go), else nil.
+	scope *scopeForm
 }
 
 // vhostEntry is a translated virtual host.

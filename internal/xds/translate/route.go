@@ -105,31 +105,7 @@ func (t *translator) routeConfigShell(name string, out *rcEntry) error {
 	// Envoy picks a virtual host by domain, not by position: sort by name so
 	// that the output does not depend on the order of the IR.
 	slices.SortFunc(vhosts, func(a, b *vhostEntry) int { return strings.Compare(a.name, b.name) })
-	shell := &routev3.RouteConfiguration{
-		Name: name,
-		// Routes may name clusters that do not exist (InvalidBackendCluster):
-		// they must not make Envoy reject the whole configuration.
-		ValidateClusters:         wrapperspb.Bool(false),
-		IgnorePortInHostMatching: true,
-	}
-	// Envoy rejects direct response bodies above 4 KiB unless told otherwise.
-	var maxBody int
-	hashes := make([]hash, len(vhosts))
-	for i, v := range vhosts {
-		maxBody = max(maxBody, v.maxBody)
-		hashes[i] = v.hash
-	}
-	if maxBody > defaultMaxDirectResponseBody {
-		if maxBody > math.MaxUint32 {
-			return fmt.Errorf("direct response body of %d bytes is too large", maxBody)
-		}
-		shell.MaxDirectResponseBodySizeBytes = wrapperspb.UInt32(uint32(maxBody))
-	}
-	// The virtual hosts were validated with their routes.
-	if err := validated(shell, name); err != nil {
-		return err
-	}
-	h, err := t.hs.tree(shell, hashes)
+	shell, h, err := t.tableShell(name, vhosts, nil)
 	if err != nil {
 		return err
 	}
@@ -141,6 +117,44 @@ func (t *translator) routeConfigShell(name string, out *rcEntry) error {
 	// changed after this.
 	out.entry = newLazyEntry(name, func() types.Resource { return routeConfigWire(shell, vhosts) }, h)
 	return nil
+}
+
+// tableShell is the RouteConfiguration named name without its virtual
+// hosts (sorted vhosts), with edit applied if not nil, and the hash of the
+// table holding them.
+func (t *translator) tableShell(name string, vhosts []*vhostEntry, edit func(*routev3.RouteConfiguration)) (*routev3.RouteConfiguration, hash, error) {
+	shell := &routev3.RouteConfiguration{
+		Name: name,
+		// Routes may name clusters that do not exist (InvalidBackendCluster):
+		// they must not make Envoy reject the whole configuration.
+		ValidateClusters:         wrapperspb.Bool(false),
+		IgnorePortInHostMatching: true,
+	}
+	if edit != nil {
+		edit(shell)
+	}
+	// Envoy rejects direct response bodies above 4 KiB unless told otherwise.
+	var maxBody int
+	hashes := make([]hash, len(vhosts))
+	for i, v := range vhosts {
+		maxBody = max(maxBody, v.maxBody)
+		hashes[i] = v.hash
+	}
+	if maxBody > defaultMaxDirectResponseBody {
+		if maxBody > math.MaxUint32 {
+			return nil, hash{}, fmt.Errorf("direct response body of %d bytes is too large", maxBody)
+		}
+		shell.MaxDirectResponseBodySizeBytes = wrapperspb.UInt32(uint32(maxBody))
+	}
+	// The virtual hosts were validated with their routes.
+	if err := validated(shell, name); err != nil {
+		return nil, hash{}, err
+	}
+	h, err := t.hs.tree(shell, hashes)
+	if err != nil {
+		return nil, hash{}, err
+	}
+	return shell, h, nil
 }
 
 // clustersChangedFor reports whether a cluster named by a virtual host of

@@ -106,6 +106,8 @@ type translator struct {
 	http2 *anypb.Any
 	// listenerProblems are the listeners left out (Problem).
 	listenerProblems []Problem
+	// scopedTables memoizes scopes (scoped.go) per route config.
+	scopedTables map[*ir.RouteConfig]bool
 }
 
 func (t *translator) translate() (*Resources, error) {
@@ -121,7 +123,7 @@ func (t *translator) translate() (*Resources, error) {
 	if ents[secretIdx], err = t.secretResources(); err != nil {
 		return nil, err
 	}
-	if ents[listenerIdx], ents[routeIdx], ents[vhdsRouteIdx], ents[virtualHostIdx], err = t.listenersAndRoutes(); err != nil {
+	if err := t.listenersAndRoutes(&ents); err != nil {
 		return nil, err
 	}
 	var hashes [numTypes]hash
@@ -138,7 +140,7 @@ func (t *translator) translate() (*Resources, error) {
 		}
 	}
 	t.next.ents, t.next.hashes = ents, hashes
-	v := gatewayVersion(&hashes)
+	v := gatewayVersion(&hashes, &ents)
 	problems := t.collectProblems()
 	if old := t.memo.res; old != nil && old.Version == v && slices.Equal(old.Problems, problems) {
 		// Nothing changed: the previous Resources serve as they are.

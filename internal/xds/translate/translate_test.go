@@ -28,7 +28,15 @@ import (
 
 func mustTranslate(t testing.TB, gw *ir.Gateway) *Resources {
 	t.Helper()
-	res, err := Translate(gw)
+	return mustTranslateWith(t, gw, Options{})
+}
+
+// vhdsOnly keeps every route table in VHDS form (no scoped tables).
+var vhdsOnly = Options{ScopeAtRoutes: -1}
+
+func mustTranslateWith(t testing.TB, gw *ir.Gateway, opts Options) *Resources {
+	t.Helper()
+	res, err := TranslateWith(gw, opts)
 	if err != nil {
 		t.Fatalf("Translate: %v", err)
 	}
@@ -136,7 +144,7 @@ func TestTranslateIsValidAndConsistent(t *testing.T) {
 	if n := len(res.All()); n != 2+4+3+3+2 {
 		t.Errorf("All() has %d resources", n)
 	}
-	if bt := res.ByType(); len(bt) != 5 || len(bt[resourcev3.SecretType]) != 2 {
+	if bt := res.ByType(); len(bt) != len(typeOrder) || len(bt[resourcev3.SecretType]) != 2 {
 		t.Errorf("ByType() = %v", bt)
 	}
 }
