@@ -17,17 +17,21 @@ import (
 	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
-// The differential test of route tables in VHDS form (translate's vhds.go).
+// The differential test of route tables in VHDS form (translate's vhds.go)
+// and in scoped form (translate's scoped.go) against the single table.
 //
-// One Gateway is translated once and served by two xDS servers, each with
-// its own Envoy and the same HTTP backends in its own network namespace:
-// one Envoy on delta ADS, which gets the route tables in VHDS form (the
-// table without virtual hosts, the virtual hosts by VHDS); the other on
-// state-of-the-world ADS, which gets each table whole. A generated set of
-// requests (hosts in other letter cases, with ports and trailing dots,
-// wildcard and catch-all hosts, precedence ties, two listeners with tables
-// of their own) must get the same status from the same backend from both,
-// before and after changes pushed to both.
+// One Gateway is served by four xDS servers, each with its own Envoy and
+// the same HTTP backends in its own network namespace: an Envoy on
+// state-of-the-world ADS, which gets each table whole (the reference); one
+// on delta ADS, which gets the route tables in VHDS form (the table
+// without virtual hosts, the virtual hosts by VHDS); and two, one on each
+// protocol, that get every table in scoped form (a route config and a
+// scope per virtual host, the host-scope Lua filter by ECDS). A generated
+// set of requests (hosts in other letter cases, with ports, bad ports,
+// IPv6 literals and trailing dots, wildcard and catch-all hosts,
+// precedence ties, two listeners with tables of their own) must get the
+// same status from the same backend from all, before and after changes
+// pushed to all through each side's incremental translator.
 
 // vhdsPorts are the listener ports of the test Gateway; vhdsBackendPort
 // the first of the backends' ports (fixed: each namespace holds only the
@@ -104,6 +108,10 @@ func vhdsRequests(rng *rand.Rand) []vhdsRequest {
 		}
 		variants = append(variants, string(mixed), string(mixed)+":1")
 	}
+	// What the port rule of ignore_port_in_host_matching must tell apart.
+	variants = append(variants, "a.example.com:", "a.example.com:http", "a.example.com:+80", "a.example.com:99999999999",
+		"a.example.com:4294967295", "a.example.com:4294967296", "A.Example.Com.:80", "[::1]", "[::1]:80", "[a.example.com]:80",
+		"x.example.com:80:80", "*.example.com", "example.com.:80", ".example.com")
 	var out []vhdsRequest
 	for _, port := range vhdsPorts {
 		for _, h := range variants {
@@ -131,10 +139,11 @@ type outcome struct {
 type vhdsSide struct {
 	name   string
 	stack  *l4Stack
+	x      *translate.Translator
 	client *http.Client
 }
 
-func newVHDSSide(t *testing.T, name string, delta bool) *vhdsSide {
+func newVHDSSide(t *testing.T, name string, delta bool, opts translate.Options) *vhdsSide {
 	s := newL4Stack(t)
 	s.delta = delta
 	for i, b := range vhdsBackends {
@@ -152,7 +161,7 @@ func newVHDSSide(t *testing.T, name string, delta bool) *vhdsSide {
 		t.Cleanup(func() { _ = srv.Close() })
 	}
 	tr := &http.Transport{DialContext: s.ns.DialContext, DisableKeepAlives: true}
-	return &vhdsSide{name: name, stack: s, client: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+	return &vhdsSide{name: name, stack: s, x: translate.NewTranslatorWith(opts), client: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
 }
 
 func (v *vhdsSide) send(r vhdsRequest) (outcome, error) {
@@ -177,34 +186,59 @@ func (v *vhdsSide) send(r vhdsRequest) (outcome, error) {
 	return outcome{status: resp.StatusCode, by: by}, nil
 }
 
-func TestVHDSMatchesSingleTable(t *testing.T) {
-	delta := newVHDSSide(t, "delta (VHDS)", true)
-	sotw := newVHDSSide(t, "state of the world (whole tables)", false)
-	x := translate.NewTranslator()
-	res, err := x.Translate(vhdsGateway(false))
+// translate translates gw with the side's translator.
+func (v *vhdsSide) translate(t *testing.T, gw *ir.Gateway) *translate.Resources {
+	t.Helper()
+	res, err := v.x.Translate(gw)
 	if err != nil || len(res.Problems) != 0 {
-		t.Fatalf("translate: %v %+v", err, res.Problems)
+		t.Fatalf("%s: translate: %v %+v", v.name, err, res.Problems)
 	}
-	if len(res.VirtualHosts) != 7 {
-		t.Fatalf("%d virtual hosts in VHDS form, want 7", len(res.VirtualHosts))
-	}
-	for _, side := range []*vhdsSide{delta, sotw} {
-		side.stack.startWith(res)
-	}
-	// The delta Envoy got its virtual hosts by VHDS, the other none.
+	return res
+}
+
+// reloads is the sum of the Envoy stats matching re.
+func (v *vhdsSide) reloads(t *testing.T, re string) int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, side := range []*vhdsSide{delta, sotw} {
-		st, err := side.stack.envoy.Stats(ctx, `vhds\..*config_reload$`)
-		if err != nil {
-			t.Fatal(err)
+	st, err := v.stack.envoy.Stats(ctx, re)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, c := range st {
+		n += c
+	}
+	return n
+}
+
+func TestVHDSMatchesSingleTable(t *testing.T) {
+	vhdsOnly := translate.Options{ScopeAtRoutes: -1}
+	scopeAll := translate.Options{ScopeAtRoutes: 1}
+	sotw := newVHDSSide(t, "state of the world (whole tables)", false, vhdsOnly)
+	sides := []*vhdsSide{
+		sotw,
+		newVHDSSide(t, "delta (VHDS)", true, vhdsOnly),
+		newVHDSSide(t, "delta (scoped)", true, scopeAll),
+		newVHDSSide(t, "state of the world (scoped)", false, scopeAll),
+	}
+	for i, side := range sides {
+		res := side.translate(t, vhdsGateway(false))
+		scoped := i >= 2
+		if want := map[bool]int{false: 0, true: 7}[scoped]; len(res.ScopedRoutes) != want {
+			t.Fatalf("%s: %d scopes, want %d", side.name, len(res.ScopedRoutes), want)
 		}
-		var reloads int64
-		for _, n := range st {
-			reloads += n
+		if len(res.VirtualHosts) != 7 && !scoped {
+			t.Fatalf("%d virtual hosts in VHDS form, want 7", len(res.VirtualHosts))
 		}
-		if (reloads > 0) != side.stack.delta {
-			t.Fatalf("%s: VHDS reloads %v", side.name, st)
+		side.stack.startWith(res)
+	}
+	// The delta Envoy of the VHDS form got its virtual hosts by VHDS, the
+	// scoped ones their tables by scoped RDS, the reference neither.
+	for i, side := range sides {
+		vhds, srds := side.reloads(t, `vhds\..*config_reload$`), side.reloads(t, `scoped_rds\..*config_reload$`)
+		if (vhds > 0) != (i == 1) || (srds > 0) != (i >= 2) {
+			t.Fatalf("%s: VHDS reloads %d, scoped RDS reloads %d", side.name, vhds, srds)
 		}
 	}
 
@@ -214,16 +248,21 @@ func TestVHDSMatchesSingleTable(t *testing.T) {
 		t.Helper()
 		seen := map[outcome]int{}
 		for _, r := range reqs {
-			a, errA := delta.send(r)
-			b, errB := sotw.send(r)
-			if errA != nil || errB != nil {
-				t.Fatalf("%s: %+v: %v / %v", phase, r, errA, errB)
+			want, err := sotw.send(r)
+			if err != nil {
+				t.Fatalf("%s: %+v: %s: %v", phase, r, sotw.name, err)
 			}
-			if a != b {
-				t.Errorf("%s: port %d Host %q %s: %s got %+v, %s got %+v", phase, r.port, r.host, r.path,
-					delta.name, a, sotw.name, b)
+			for _, side := range sides[1:] {
+				got, err := side.send(r)
+				if err != nil {
+					t.Fatalf("%s: %+v: %s: %v", phase, r, side.name, err)
+				}
+				if got != want {
+					t.Errorf("%s: port %d Host %q %s: %s got %+v, %s got %+v", phase, r.port, r.host, r.path,
+						side.name, got, sotw.name, want)
+				}
 			}
-			seen[a]++
+			seen[want]++
 		}
 		return seen
 	}
@@ -242,15 +281,19 @@ func TestVHDSMatchesSingleTable(t *testing.T) {
 		}
 	}
 
-	// Changes, through the incremental translator, to both.
-	res2, err := x.Translate(vhdsGateway(true))
-	if err != nil || len(res2.Problems) != 0 {
-		t.Fatalf("translate: %v %+v", err, res2.Problems)
-	}
-	for _, side := range []*vhdsSide{delta, sotw} {
+	// Changes, through each side's incremental translator.
+	for _, side := range sides {
+		res2 := side.translate(t, vhdsGateway(true))
 		if err := side.stack.xds.Update(context.Background(), []*translate.Resources{res2}); err != nil {
 			t.Fatal(err)
 		}
+		defer func() {
+			if t.Failed() {
+				_, dump, _ := side.stack.envoy.Admin(context.Background(), "/config_dump?resource=dynamic_scoped_route_configs")
+				_, rd, _ := side.stack.envoy.Admin(context.Background(), "/config_dump?resource=dynamic_route_configs&mask=route_config.name,version_info")
+				t.Logf("%s: scopes %s\nroute configs %s", side.name, dump, rd)
+			}
+		}()
 		eventually(t, 15*time.Second, side.name+" serves the change", func() error {
 			for _, probe := range []vhdsRequest{{10080, "a.example.com", "/x"}, {10081, "new.example.com", "/"}, {10080, "zzz", "/"}} {
 				got, err := side.send(probe)
@@ -270,12 +313,12 @@ func TestVHDSMatchesSingleTable(t *testing.T) {
 	}
 	seen = compare("after the change")
 	if seen[outcome{200, "changed"}] == 0 || seen[outcome{200, "other-wild"}] != 0 {
-		t.Errorf("the change is not what both serve: %v", seen)
+		t.Errorf("the change is not what all serve: %v", seen)
 	}
 	if n := len(reqs); n < 500 {
 		t.Errorf("only %d requests", n)
 	}
-	t.Logf("%d requests, %d outcomes, equal in both forms", len(reqs), len(slices.Collect(func(yield func(outcome) bool) {
+	t.Logf("%d requests, %d outcomes, equal in every form", len(reqs), len(slices.Collect(func(yield func(outcome) bool) {
 		for o := range seen {
 			if !yield(o) {
 				return

@@ -98,10 +98,12 @@ type watchRef struct {
 var (
 	upsertOrder = []resourcev3.Type{
 		resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
-		resourcev3.VirtualHostType, resourcev3.RouteType, resourcev3.ListenerType,
+		resourcev3.VirtualHostType, resourcev3.RouteType, resourcev3.ScopedRouteType,
+		resourcev3.ExtensionConfigType, resourcev3.ListenerType,
 	}
 	removeOrder = []resourcev3.Type{
-		resourcev3.ListenerType, resourcev3.RouteType, resourcev3.VirtualHostType,
+		resourcev3.ListenerType, resourcev3.ExtensionConfigType, resourcev3.ScopedRouteType,
+		resourcev3.RouteType, resourcev3.VirtualHostType,
 		resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
 	}
 )
@@ -315,7 +317,11 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 		if t == resourcev3.SecretType && c.withholdSecrets {
 			continue
 		}
-		if lc := g.types[t]; lc != nil && !(t == resourcev3.RouteType && lazyRoutes) {
+		if lc := g.types[t]; t == resourcev3.ScopedRouteType && lc != nil {
+			if d := diffs[t]; len(d.changed) > 0 || len(d.removed) > 0 {
+				lc.SetResources(fullState(r.ScopedRoutes))
+			}
+		} else if lc != nil && !(t == resourcev3.RouteType && lazyRoutes) {
 			if d := diffs[t]; len(d.changed) > 0 {
 				m := make(map[string]types.Resource, len(d.changed))
 				for _, res := range d.changed {
@@ -334,7 +340,7 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 		if t == resourcev3.SecretType && c.withholdSecrets {
 			continue
 		}
-		if lc := g.types[t]; lc != nil && !(t == resourcev3.RouteType && lazyRoutes) {
+		if lc := g.types[t]; lc != nil && t != resourcev3.ScopedRouteType && !(t == resourcev3.RouteType && lazyRoutes) {
 			if d := diffs[t]; len(d.removed) > 0 {
 				if err := lc.UpdateResources(nil, d.removed); err != nil {
 					errs = append(errs, fmt.Errorf("gateway %s: %s: %w", gw, t, err))
@@ -365,6 +371,20 @@ func (c *gatewayCache) set(gw string, r *translate.Resources) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fullState maps every resource of s by name. State-of-the-world scopes
+// (SRDS) are a full-state type for Envoy: a response without a scope
+// removes it. The LinearCache sends full state for listeners and clusters
+// only, so on any change of scopes they are all set again, which makes
+// its next response hold every one (a change of routes leaves scopes as
+// they are: O(scopes) per change of hostnames only).
+func fullState(s []types.Resource) map[string]types.Resource {
+	m := make(map[string]types.Resource, len(s))
+	for _, res := range s {
+		m[cachev3.GetResourceName(res)] = res
+	}
+	return m
 }
 
 // deltaDiff is a typeDiff with the versions of the changed resources.

@@ -57,7 +57,7 @@ type refPlan struct {
 // referrers are the types whose resources reference others; targets the
 // types the references point to.
 var (
-	referrers = []resourcev3.Type{resourcev3.ListenerType, resourcev3.ClusterType}
+	referrers = []resourcev3.Type{resourcev3.ListenerType, resourcev3.ClusterType, resourcev3.ScopedRouteType}
 	targets   = []resourcev3.Type{resourcev3.RouteType, resourcev3.EndpointType}
 )
 

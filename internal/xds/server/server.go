@@ -12,7 +12,11 @@
 // servedTypes, so that resources of a type a Gateway no longer has are
 // removed from its proxies; delta streams get route tables in VHDS form
 // and their virtual hosts by VHDS (over ADS), state-of-the-world streams
-// whole tables.
+// whole tables; large tables in scoped form come to both as a route config
+// per host, scopes (SRDS) and a host-scope filter (ECDS). A change is
+// applied in an order that never lets a proxy refer to what it lacks:
+// clusters, load assignments, secrets, virtual hosts, route configs,
+// scopes, filters, listeners; removals in the reverse order.
 //
 // # Transport security
 //
@@ -289,6 +293,9 @@ func (s *Server) ProxyRevision() uint64 { return s.rev.Load() }
 // servedTypes are the resource types of a Gateway's snapshot.
 var servedTypes = []resourcev3.Type{
 	resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
+	// Route tables in scoped form: their scopes (SRDS) and host-scope
+	// filters (ECDS), see translate's scoped.go.
+	resourcev3.ScopedRouteType, resourcev3.ExtensionConfigType,
 }
 
 // ServerOptions returns the default gRPC options of Serve: keepalive

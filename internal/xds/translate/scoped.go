@@ -42,8 +42,9 @@ import (
 //
 // The Lua filter does what Envoy's RouteMatcher::findVirtualHost does for
 // the single table: the port is dropped as ignore_port_in_host_matching
-// drops it (the text after the last ':' when it is a number and not
-// inside an IPv6 literal's brackets), the host is lowered (ASCII), then
+// drops it (the text from the last ':' on, whatever follows it, unless
+// that ':' is inside an IPv6 literal's brackets), the host is lowered
+// (ASCII), then
 // an exact domain wins, then the longest wildcard suffix ("*.example.com"
 // needs at least one character before ".example.com"), then the catch-all
 // "*". It sees the host after the connection manager's own normalization,
@@ -391,17 +392,13 @@ func hostScopeLua(table string, domains []string) string {
 // hostScopeLuaBody is the host-scope filter's code after its tables.
 const hostScopeLuaBody = `
 local function key_of(host)
-  -- ignore_port_in_host_matching: drop a numeric port after the last ':'
+  -- ignore_port_in_host_matching: drop the text from the last ':' on,
   -- unless that ':' is inside an IPv6 literal's brackets.
   local colon = host:match("^.*():")
   if colon then
     local bracket = host:match("^.*()%]")
     if bracket == nil or bracket < colon then
-      local digits = host:sub(colon + 1):match("^%s*%+?(%d+)%s*$")
-      local port = digits and tonumber(digits)
-      if port and port <= 4294967295 then
-        host = host:sub(1, colon - 1)
-      end
+      host = host:sub(1, colon - 1)
     end
   end
   host = host:lower()
