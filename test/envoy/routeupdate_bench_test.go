@@ -30,19 +30,21 @@ import (
 // table per request).
 //
 // form=vhds is a delta ADS Envoy, sent one virtual host by VHDS;
-// form=whole a state-of-the-world Envoy, sent the whole table. The
-// control plane's part is the same small push in both; what grows with
-// the table is Envoy's: it rebuilds its in-memory table from every virtual
-// host it holds on each update (internal/xds/translate/vhds.go). That is
-// the floor of "route create → first 200" for a Gateway of that size on
-// an idle machine, whatever the controller.
+// form=whole a state-of-the-world Envoy, sent the whole table;
+// form=scoped a delta ADS Envoy with the table in scoped form, sent the
+// route config of one hostname (internal/xds/translate/scoped.go). The
+// control plane's part is the same small push in the first two; what
+// grows with the table is Envoy's: it rebuilds its in-memory table from
+// every virtual host it holds on each update (internal/xds/translate/
+// vhds.go), the floor of "route create → first 200" for one table of that
+// size. In scoped form Envoy rebuilds the hostname's table only.
 //
 //	go test -run '^$' -bench EnvoyRouteUpdate -benchtime 20x ./test/envoy/
 func BenchmarkEnvoyRouteUpdate(b *testing.B) {
-	for _, form := range []string{"vhds", "whole"} {
+	for _, form := range []string{"vhds", "whole", "scoped"} {
 		for _, routes := range []int{250, 2500} {
 			b.Run(fmt.Sprintf("form=%s/routes=%d", form, routes), func(b *testing.B) {
-				benchmarkRouteUpdate(b, form == "vhds", routes)
+				benchmarkRouteUpdate(b, form, routes)
 			})
 		}
 	}
@@ -93,9 +95,27 @@ func withProbe(gw *ir.Gateway, backend int, probe string) (*ir.Gateway, string) 
 	return &out, vh.Hostname
 }
 
-func benchmarkRouteUpdate(b *testing.B, delta bool, routes int) {
+// routeBench is an Envoy serving the table of workloadListener(routes)
+// in one form, with the probe route "/probe-0" answering 200.
+type routeBench struct {
+	s       *l4Stack
+	x       *translate.Translator
+	res     *translate.Resources // the first translation
+	base    *ir.Gateway
+	backend int
+	// get asks for path on the probe's host; until waits for path to
+	// answer a status, asking once per millisecond.
+	get   func(path string) (int, error)
+	until func(path string, want int) error
+}
+
+func newRouteBench(b *testing.B, form string, routes int) *routeBench {
 	s := newL4Stack(b)
-	s.delta = delta
+	s.delta = form != "whole"
+	opts := translate.Options{ScopeAtRoutes: -1}
+	if form == "scoped" {
+		opts.ScopeAtRoutes = 1
+	}
 	l := s.listen("tcp")
 	backend := l.Addr().(*net.TCPAddr).Port
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
@@ -107,7 +127,7 @@ func benchmarkRouteUpdate(b *testing.B, delta bool, routes int) {
 	if host == "" || strings.HasPrefix(host, "*") {
 		b.Fatalf("the first virtual host has hostname %q, want an exact one", host)
 	}
-	x := translate.NewTranslator()
+	x := translate.NewTranslatorWith(opts)
 	res, err := x.Translate(gw)
 	if err != nil || len(res.Problems) != 0 {
 		b.Fatalf("translate: %v %+v", err, res.Problems)
@@ -150,6 +170,12 @@ func benchmarkRouteUpdate(b *testing.B, delta bool, routes int) {
 	if err := until("/probe-0", http.StatusOK); err != nil {
 		b.Fatal(err)
 	}
+	return &routeBench{s: s, x: x, res: res, base: base, backend: backend, get: get, until: until}
+}
+
+func benchmarkRouteUpdate(b *testing.B, form string, routes int) {
+	rb := newRouteBench(b, form, routes)
+	s, x, res, base, backend, get, until := rb.s, rb.x, rb.res, rb.base, rb.backend, rb.get, rb.until
 	b.ResetTimer()
 	for i := 1; i <= b.N; i++ {
 		b.StopTimer()
@@ -171,7 +197,7 @@ func benchmarkRouteUpdate(b *testing.B, delta bool, routes int) {
 		}
 	}
 	b.StopTimer()
-	// The delta Envoy took the changes by VHDS, the other by RDS.
+	// The VHDS Envoy took the changes by VHDS, the others by RDS.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := s.envoy.Stats(ctx, `vhds\..*config_reload$`)
@@ -182,7 +208,31 @@ func benchmarkRouteUpdate(b *testing.B, delta bool, routes int) {
 	for _, n := range st {
 		reloads += n
 	}
-	if delta != (reloads >= int64(b.N)) {
-		b.Fatalf("VHDS reloads %v after %d updates (delta %v)", st, b.N, delta)
+	if (form == "vhds") != (reloads >= int64(b.N)) {
+		b.Fatalf("VHDS reloads %v after %d updates (form %s)", st, b.N, form)
+	}
+	if scoped := len(res.ScopedRoutes) > 0; scoped != (form == "scoped") {
+		b.Fatalf("form %s: %d scopes", form, len(res.ScopedRoutes))
+	}
+}
+
+// BenchmarkEnvoyRequest is what a request through Envoy costs in each
+// form of a table of 500 routes over 50 hostnames: one GET on a kept-alive
+// connection per operation, to a route of the first hostname. The
+// difference between form=scoped and form=vhds is the host-scope Lua
+// filter and the second route selection of the scoped form
+// (internal/xds/translate/scoped.go).
+//
+//	go test -run '^$' -bench EnvoyRequest -benchtime 5000x ./test/envoy/
+func BenchmarkEnvoyRequest(b *testing.B) {
+	for _, form := range []string{"vhds", "scoped"} {
+		b.Run("form="+form, func(b *testing.B) {
+			rb := newRouteBench(b, form, 250)
+			for b.Loop() {
+				if code, err := rb.get("/probe-0"); err != nil || code != http.StatusOK {
+					b.Fatalf("%d %v", code, err)
+				}
+			}
+		})
 	}
 }
