@@ -48,6 +48,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	namespace := fs.String("namespace", envOr("POD_NAMESPACE", "portico-system"), "`namespace` of the leader-election Lease")
 	controllerName := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to serve")
 	budgets := addBudgetFlags(fs)
+	scopedAt := addScopedRoutesFlag(fs)
 	electionID := fs.String("leader-election-id", "portico-leader", "`name` of the leader-election Lease")
 	peerSelector := fs.String("peer-selector", "", "label `selector` of the controller's Pods in --namespace: the leader aggregates every replica's proxy sync state "+
 		"(GET /debug/proxies on each one's debug server, which must listen off loopback) into the Gateways' portico.dev/ProxiesInSync; empty: its own proxies only")
@@ -166,8 +167,9 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		XDSServiceAddress: *xdsService,
 		ProxyAgentImage:   *agentImage,
 		MaxRouteExpansion: maxRoute, MaxGatewayExpansion: maxGateway,
-		ProxySync: proxySync,
-		Log:       log,
+		XDSOptions: scopedAt.options(),
+		ProxySync:  proxySync,
+		Log:        log,
 	})
 	if err != nil {
 		closeAll()

@@ -52,6 +52,7 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		"to check tokens with): whoever reaches it reads every Gateway's configuration")
 	controller := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to serve")
 	budgets := addBudgetFlags(fs)
+	scopedAt := addScopedRoutesFlag(fs)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	debounce := fs.Duration("debounce", file.DefaultDebounce, "quiet period after a file change before reloading (editors write in bursts)")
 	loadLimits := addLoadFlags(fs)
@@ -88,6 +89,7 @@ func standaloneCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		MaxGatewayExpansion: maxGateway,
 		ControllerName:      *controller,
 		XDS:                 xdsServer,
+		XDSOptions:          scopedAt.options(),
 		Metrics:             m,
 		Log:                 log,
 	})

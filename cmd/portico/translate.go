@@ -170,6 +170,7 @@ func translateCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(format, "o", "output format: json or yaml")
 	controller := fs.String("controller-name", gatewayapi.DefaultControllerName, "GatewayClass controllerName to translate for")
 	budgets := addBudgetFlags(fs)
+	scopedAt := addScopedRoutesFlag(fs)
 	showSecrets := fs.Bool("show-secrets", false, "print secret material (the private keys of Secret resources…) as it is; by default it is "+
 		"replaced by "+render.Redacted+", as on /debug/xds")
 	lf := addLoadFlags(fs)
@@ -205,7 +206,7 @@ func translateCmd(args []string, stdout, stderr io.Writer) int {
 	code := exitOK
 	var xds []*translate.Resources
 	for _, gw := range res.Gateways {
-		r, err := translate.Translate(gw)
+		r, err := translate.TranslateWith(gw, scopedAt.options())
 		if err != nil {
 			// A bug rather than bad input: report it, print the rest.
 			fmt.Fprintf(stderr, "portico translate: gateway %s: xDS translation failed: %v\n", gw.Key(), err)

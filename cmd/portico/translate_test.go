@@ -366,3 +366,27 @@ func TestTranslateBackendTLSPolicy(t *testing.T) {
 	}
 	t.Error("no cluster default/secure/443")
 }
+
+// --scoped-route-tables-at: the quickstart's tables in scoped form at 1
+// route (scopes and host-scope filters in the output), none by default.
+func TestTranslateScopedRouteTables(t *testing.T) {
+	dir := filepath.Join("..", "..", "examples", "quickstart")
+	code, out, errOut := runTranslate(t, "--output", "xds", "--scoped-route-tables-at", "1", "-f", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{`"scopedRoutes"`, `"hostScopeFilters"`, `#host-scope`, `x-portico-route-scope`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %s in the scoped output", want)
+		}
+	}
+	for _, args := range [][]string{{}, {"--scoped-route-tables-at", "0"}, {"--scoped-route-tables-at", "-1"}} {
+		_, out, _ := runTranslate(t, append(append([]string{"--output", "xds"}, args...), "-f", dir)...)
+		if strings.Contains(out, "scopedRoutes") {
+			t.Errorf("%v: the quickstart's small tables are scoped", args)
+		}
+	}
+	if code, _, _ := runTranslate(t, "--scoped-route-tables-at", "many", "-f", dir); code != exitUsage {
+		t.Errorf("a bad --scoped-route-tables-at: exit %d, want %d", code, exitUsage)
+	}
+}

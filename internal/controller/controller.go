@@ -35,6 +35,7 @@ import (
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/status"
 	xdsserver "github.com/portico-dev/portico/internal/xds/server"
+	"github.com/portico-dev/portico/internal/xds/translate"
 )
 
 // Defaults of the status writer's client-side rate limits. Status writes
@@ -111,6 +112,9 @@ type Options struct {
 	// MaxRouteExpansion and MaxGatewayExpansion are the budgets of
 	// gatewayapi.Options (0: the defaults).
 	MaxRouteExpansion, MaxGatewayExpansion int
+	// XDSOptions change how the IR becomes Envoy resources (the route
+	// count from which tables are scoped).
+	XDSOptions translate.Options
 	// ProxySync configures the aggregation of the proxies' sync state
 	// into the portico.dev/ProxiesInSync condition (leader only).
 	ProxySync ProxySync
@@ -238,6 +242,7 @@ func New(opts Options) (*Controller, error) {
 		Status:              c.writer,
 		MaxRouteExpansion:   opts.MaxRouteExpansion,
 		MaxGatewayExpansion: opts.MaxGatewayExpansion,
+		XDSOptions:          opts.XDSOptions,
 		Metrics:             c.metrics,
 		Log:                 log,
 	}

@@ -84,6 +84,10 @@ type GatewayXDS struct {
 	Clusters  []any  `json:"clusters"`
 	Endpoints []any  `json:"endpoints"`
 	Secrets   []any  `json:"secrets"`
+	// ScopedRoutes and HostScopeFilters are those of route tables in
+	// scoped form (translate's scoped.go), when there are some.
+	ScopedRoutes     []any `json:"scopedRoutes,omitempty"`
+	HostScopeFilters []any `json:"hostScopeFilters,omitempty"`
 }
 
 // Build renders res (which may be nil) and xds. Statuses keep the order of
@@ -157,6 +161,16 @@ func GatewayXDSOf(r *translate.Resources, opts Options) (GatewayXDS, error) {
 	}
 	if g.Secrets, err = resources(r.Secrets, opts); err != nil {
 		return GatewayXDS{}, fmt.Errorf("gateway %s: secrets: %w", r.Gateway, err)
+	}
+	if len(r.ScopedRoutes) > 0 {
+		if g.ScopedRoutes, err = resources(r.ScopedRoutes, opts); err != nil {
+			return GatewayXDS{}, fmt.Errorf("gateway %s: scoped routes: %w", r.Gateway, err)
+		}
+	}
+	if len(r.HostScopeFilters) > 0 {
+		if g.HostScopeFilters, err = resources(r.HostScopeFilters, opts); err != nil {
+			return GatewayXDS{}, fmt.Errorf("gateway %s: host-scope filters: %w", r.Gateway, err)
+		}
 	}
 	return g, nil
 }

@@ -59,7 +59,11 @@ func WriteGatewayXDS(w io.Writer, r *translate.Resources, opts StreamOptions) er
 	}{
 		{"listeners", r.Listeners}, {"routes", r.Routes()}, {"clusters", r.Clusters},
 		{"endpoints", r.Endpoints}, {"secrets", r.Secrets},
+		{"scopedRoutes", r.ScopedRoutes}, {"hostScopeFilters", r.HostScopeFilters},
 	} {
+		if len(list.rs) == 0 && (list.key == "scopedRoutes" || list.key == "hostScopeFilters") {
+			continue // omitted when empty, as GatewayXDS's
+		}
 		o.key(list.key)
 		a := s.beginArray(1)
 		for _, res := range list.rs {

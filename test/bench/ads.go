@@ -22,10 +22,12 @@ import (
 
 // ADSTypes are the types the client subscribes to (wildcard): those a
 // proxy holds, with the virtual hosts of its route tables, which delta
-// clients get by VHDS, so a Track finds a route in them.
+// clients get by VHDS, so a Track finds a route in them, and the scopes
+// and host-scope filters of tables in scoped form.
 var ADSTypes = []string{
 	resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType,
 	resourcev3.RouteType, resourcev3.SecretType, resourcev3.VirtualHostType,
+	resourcev3.ScopedRouteType, resourcev3.ExtensionConfigType,
 }
 
 // ADS is an incremental (Delta) ADS client of one Gateway, as an Envoy

@@ -12,7 +12,11 @@
 // clients; and as a table without virtual hosts that names VHDS, in
 // VHDSRoutes, with its virtual hosts as VHDS resources in VirtualHosts,
 // for delta clients (every Portico proxy): a change of one route then
-// sends that route's virtual host only.
+// sends that route's virtual host only. A table of at least
+// Options.ScopeAtRoutes routes over several virtual hosts is served in
+// scoped form instead (scoped.go), to every client: a route config and a
+// scope per virtual host, and a host-scope filter by ECDS, so that Envoy
+// rebuilds one hostname's table per change, not the listener's.
 //
 // Forwarded connections and datagrams (tcp.go, udp.go): a TCP route
 // (of a TLS or TCP route) is the tcp_proxy filter of its chain, on a TCP

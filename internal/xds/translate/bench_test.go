@@ -9,17 +9,24 @@ import (
 	"github.com/portico-dev/portico/internal/ir"
 )
 
+// BenchmarkTranslate is a full translation of generatedGateway(routes)
+// (10 hostnames), with its table in VHDS form and in scoped form.
 func BenchmarkTranslate(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		gw := generatedGateway(n)
-		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := Translate(gw); err != nil {
-					b.Fatal(err)
+		for _, form := range []struct {
+			name string
+			opts Options
+		}{{"vhds", vhdsOnly}, {"scoped", scopeAll}} {
+			b.Run(fmt.Sprintf("routes=%d/form=%s", n, form.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := TranslateWith(gw, form.opts); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -98,6 +98,13 @@ func FuzzTranslate(f *testing.F) {
 			return
 		}
 		checkValid(t, res)
+		// Every table of two virtual hosts or more in scoped form: as
+		// valid, and no new failure.
+		scoped, err := TranslateWith(gw, scopeAll)
+		if err != nil {
+			t.Fatalf("scoped form failed where the default did not: %v", err)
+		}
+		checkValid(t, scoped)
 		again, err := Translate(fuzzGateway(host, sni, path, pathKind, regex, header, value, rewrite, addr, w1, w2, percent, status, port))
 		if err != nil {
 			t.Fatalf("second translation failed: %v", err)

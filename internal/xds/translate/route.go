@@ -105,7 +105,7 @@ func (t *translator) routeConfigShell(name string, out *rcEntry) error {
 	// Envoy picks a virtual host by domain, not by position: sort by name so
 	// that the output does not depend on the order of the IR.
 	slices.SortFunc(vhosts, func(a, b *vhostEntry) int { return strings.Compare(a.name, b.name) })
-	shell, h, err := t.tableShell(name, vhosts, nil)
+	shell, h, err := t.tableShell(name, vhosts, nil, true)
 	if err != nil {
 		return err
 	}
@@ -120,9 +120,9 @@ func (t *translator) routeConfigShell(name string, out *rcEntry) error {
 }
 
 // tableShell is the RouteConfiguration named name without its virtual
-// hosts (sorted vhosts), with edit applied if not nil, and the hash of the
-// table holding them.
-func (t *translator) tableShell(name string, vhosts []*vhostEntry, edit func(*routev3.RouteConfiguration)) (*routev3.RouteConfiguration, hash, error) {
+// hosts (sorted vhosts), with edit applied if not nil, validated if
+// validate, and the hash of the table holding them.
+func (t *translator) tableShell(name string, vhosts []*vhostEntry, edit func(*routev3.RouteConfiguration), validate bool) (*routev3.RouteConfiguration, hash, error) {
 	shell := &routev3.RouteConfiguration{
 		Name: name,
 		// Routes may name clusters that do not exist (InvalidBackendCluster):
@@ -147,8 +147,10 @@ func (t *translator) tableShell(name string, vhosts []*vhostEntry, edit func(*ro
 		shell.MaxDirectResponseBodySizeBytes = wrapperspb.UInt32(uint32(maxBody))
 	}
 	// The virtual hosts were validated with their routes.
-	if err := validated(shell, name); err != nil {
-		return nil, hash{}, err
+	if validate {
+		if err := validated(shell, name); err != nil {
+			return nil, hash{}, err
+		}
 	}
 	h, err := t.hs.tree(shell, hashes)
 	if err != nil {

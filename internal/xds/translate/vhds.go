@@ -39,17 +39,15 @@ import (
 // that comes or goes sends or removes one virtual host; the route config
 // itself changes only when its own fields do.
 //
-// Alternatives considered, and why not:
+// Alternatives considered:
 //
-//   - Scoped RDS keyed by the host (a table per hostname) compares the key
-//     byte for byte: another letter case, a trailing dot or a port would
-//     miss (404); wildcard and catch-all hostnames cannot be scope keys,
-//     and all scoped connection managers of a proxy share one wildcard
-//     subscription, so two listeners could not both be split. It was
-//     Portico's opt-in "--route-split=hostname", which this supersedes.
-//   - Normalizing the Host before scoped route selection (a filter that
-//     lowercases it) changes the Host the backend sees, still cannot
-//     express wildcards, and adds a filter to every request.
+//   - Scoped RDS keyed by the raw host (a table per hostname) compares the
+//     key byte for byte: another letter case, a trailing dot or a port
+//     would miss (404); wildcard and catch-all hostnames cannot be scope
+//     keys. It was Portico's opt-in "--route-split=hostname". Scoped RDS
+//     keyed by a header that a Lua filter computes from the host with the
+//     single table's rules has none of these faults and is what large
+//     tables get (scoped.go), at the cost of the filter on every request.
 //   - On-demand VHDS (virtual hosts fetched by the on_demand filter when a
 //     request names an unknown host) delays the first request of every
 //     host and answers unknown hosts differently from the single table
@@ -67,12 +65,12 @@ import (
 // Measured (test/envoy BenchmarkEnvoyRouteUpdate, Envoy 1.40, idle 2-core
 // machine; one route of the first hostname replaced, update to first 200):
 // tables of the bench's Gateways, 250 HTTPRoutes (500 Envoy routes) take
-// 3.1 ms by VHDS and 8.1 ms whole; 2,500 HTTPRoutes (5,000 Envoy routes,
-// the 10,000-route bench's Gateways) 23 ms by VHDS and 71 ms whole. The
-// VHDS figure at 2,500 is Envoy rebuilding its table, the floor of "route
-// create → first 200" at that size for any design that keeps one table
-// per listener; only smaller tables (scoped RDS, ruled out above) go
-// below it.
+// 3.0 ms by VHDS and 5.9 ms whole; 2,500 HTTPRoutes (5,000 Envoy routes,
+// the 10,000-route bench's Gateways) 19 ms by VHDS and 49 ms whole, and
+// 1.7 ms in scoped form. The VHDS figure at 2,500 is Envoy rebuilding its
+// table, the floor of "route create → first 200" at that size for any
+// design that keeps one table per listener: hence the scoped form from
+// DefaultScopeAtRoutes routes on.
 
 // vhdsName is the VHDS resource name of the virtual host of routeConfig
 // that serves domain: Envoy takes the text before the last '/' as the
