@@ -143,44 +143,23 @@ func TestScopedTranslatorChanges(t *testing.T) {
 		edit func(*ir.Gateway) *ir.Gateway
 		want map[resourcev3.Type][]string
 	}{
-		{"one route", func(g *ir.Gateway) *ir.Gateway {
-			c, v := cowVirtualHost(g, 0, 0, 3)
-			r := *v.Routes[7]
-			r.Match = ir.Match{Path: prefix("/changed")}
-			v.Routes[7] = &r
-			return c
-		}, map[resourcev3.Type][]string{
+		{"one route", editOneRoute, map[resourcev3.Type][]string{
 			resourcev3.RouteType: {host("host-00003.example.com")},
 			VHDSRouteType:        {host("host-00003.example.com")},
 		}},
-		{"new hostname", func(g *ir.Gateway) *ir.Gateway {
-			c, _ := cowVirtualHost(g, 0, 0, 0)
-			rc := c.Listeners[0].FilterChains[0].RouteConfig
-			rc.VirtualHosts = append(rc.VirtualHosts, &ir.VirtualHost{Name: "new", Hostname: "new.example.com",
-				Routes: []*ir.Route{{Name: "new-root", Forward: forwardTo(g.Clusters[0].Name)}}})
-			return c
-		}, map[resourcev3.Type][]string{
+		{"new hostname", editNewHost, map[resourcev3.Type][]string{
 			resourcev3.RouteType:           {host("new.example.com")},
 			resourcev3.ScopedRouteType:     {host("new.example.com")},
 			resourcev3.ExtensionConfigType: {filter},
 			VHDSRouteType:                  {host("new.example.com")},
 		}},
-		{"hostname removed", func(g *ir.Gateway) *ir.Gateway {
-			c, _ := cowVirtualHost(g, 0, 0, 0)
-			rc := c.Listeners[0].FilterChains[0].RouteConfig
-			rc.VirtualHosts = slices.Delete(rc.VirtualHosts, 5, 6)
-			return c
-		}, map[resourcev3.Type][]string{
+		{"hostname removed", editRemoveHost, map[resourcev3.Type][]string{
 			resourcev3.RouteType:           {"-" + host("host-00005.example.com")},
 			resourcev3.ScopedRouteType:     {"-" + host("host-00005.example.com")},
 			resourcev3.ExtensionConfigType: {filter},
 			VHDSRouteType:                  {"-" + host("host-00005.example.com")},
 		}},
-		{"wildcard host", func(g *ir.Gateway) *ir.Gateway {
-			c, v := cowVirtualHost(g, 0, 0, 0)
-			v.Hostname = "*.example.com"
-			return c
-		}, map[resourcev3.Type][]string{
+		{"wildcard host", editWildcardHost, map[resourcev3.Type][]string{
 			resourcev3.RouteType:           {"-" + host("host-00000.example.com"), host("*.example.com")},
 			resourcev3.ScopedRouteType:     {"-" + host("host-00000.example.com"), host("*.example.com")},
 			resourcev3.ExtensionConfigType: {filter},
@@ -225,16 +204,22 @@ func TestScopedTranslatorChanges(t *testing.T) {
 }
 
 // Random copy-on-write edits of a scoped table give what a fresh
-// translation gives.
+// translation gives, the table crossing the threshold either way.
 func TestScopedTranslatorRandomEdits(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	opts := Options{ScopeAtRoutes: 300}
+	checkRandomEdits(t, Options{ScopeAtRoutes: 300}, rand.New(rand.NewPCG(5, 6)), 60)
+}
+
+// checkRandomEdits translates steps random copy-on-write edits of
+// generatedGateway(300) with one Translator and opts, and checks that each
+// result is what a fresh translation gives, and valid.
+func checkRandomEdits(t *testing.T, opts Options, rng *rand.Rand, steps int) {
+	t.Helper()
 	x := NewTranslatorWith(opts)
 	gw := generatedGateway(300)
 	if _, err := x.Translate(gw); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 60; i++ {
+	for i := 0; i < steps; i++ {
 		nvh := len(gw.Listeners[0].FilterChains[0].RouteConfig.VirtualHosts)
 		c, v := cowVirtualHost(gw, 0, 0, rng.IntN(nvh))
 		switch rng.IntN(5) {

@@ -182,6 +182,38 @@ func changedNames(prev, cur *Resources) map[resourcev3.Type][]string {
 	return out
 }
 
+// Edits of generatedGateway(1000) shared by the translator-change tests
+// (copy on write): a route of host-00003 changed, a hostname added,
+// host-00005 removed, host-00000 renamed to a wildcard.
+func editOneRoute(g *ir.Gateway) *ir.Gateway {
+	c, v := cowVirtualHost(g, 0, 0, 3)
+	r := *v.Routes[7]
+	r.Match = ir.Match{Path: prefix("/changed")}
+	v.Routes[7] = &r
+	return c
+}
+
+func editNewHost(g *ir.Gateway) *ir.Gateway {
+	c, _ := cowVirtualHost(g, 0, 0, 0)
+	rc := c.Listeners[0].FilterChains[0].RouteConfig
+	rc.VirtualHosts = append(rc.VirtualHosts, &ir.VirtualHost{Name: "new", Hostname: "new.example.com",
+		Routes: []*ir.Route{{Name: "new-root", Forward: forwardTo(g.Clusters[0].Name)}}})
+	return c
+}
+
+func editRemoveHost(g *ir.Gateway) *ir.Gateway {
+	c, _ := cowVirtualHost(g, 0, 0, 0)
+	rc := c.Listeners[0].FilterChains[0].RouteConfig
+	rc.VirtualHosts = slices.Delete(rc.VirtualHosts, 5, 6)
+	return c
+}
+
+func editWildcardHost(g *ir.Gateway) *ir.Gateway {
+	c, v := cowVirtualHost(g, 0, 0, 0)
+	v.Hostname = "*.example.com"
+	return c
+}
+
 // A Translator: a changed route changes its virtual host only (and the
 // whole table of the state-of-the-world form); a new or removed hostname
 // adds or removes one virtual host; the listener and the route config in
@@ -200,40 +232,19 @@ func TestVHDSTranslatorChanges(t *testing.T) {
 		edit func(*ir.Gateway) *ir.Gateway
 		want map[resourcev3.Type][]string
 	}{
-		{"one route", func(g *ir.Gateway) *ir.Gateway {
-			c, v := cowVirtualHost(g, 0, 0, 3)
-			r := *v.Routes[7]
-			r.Match = ir.Match{Path: prefix("/changed")}
-			v.Routes[7] = &r
-			return c
-		}, map[resourcev3.Type][]string{
+		{"one route", editOneRoute, map[resourcev3.Type][]string{
 			resourcev3.RouteType:       {rc},
 			resourcev3.VirtualHostType: {rc + "/host-00003.example.com"},
 		}},
-		{"new hostname", func(g *ir.Gateway) *ir.Gateway {
-			c, _ := cowVirtualHost(g, 0, 0, 0)
-			rc := c.Listeners[0].FilterChains[0].RouteConfig
-			rc.VirtualHosts = append(rc.VirtualHosts, &ir.VirtualHost{Name: "new", Hostname: "new.example.com",
-				Routes: []*ir.Route{{Name: "new-root", Forward: forwardTo(g.Clusters[0].Name)}}})
-			return c
-		}, map[resourcev3.Type][]string{
+		{"new hostname", editNewHost, map[resourcev3.Type][]string{
 			resourcev3.RouteType:       {rc},
 			resourcev3.VirtualHostType: {rc + "/new.example.com"},
 		}},
-		{"hostname removed", func(g *ir.Gateway) *ir.Gateway {
-			c, _ := cowVirtualHost(g, 0, 0, 0)
-			rc := c.Listeners[0].FilterChains[0].RouteConfig
-			rc.VirtualHosts = slices.Delete(rc.VirtualHosts, 5, 6)
-			return c
-		}, map[resourcev3.Type][]string{
+		{"hostname removed", editRemoveHost, map[resourcev3.Type][]string{
 			resourcev3.RouteType:       {rc},
 			resourcev3.VirtualHostType: {"-" + rc + "/host-00005.example.com"},
 		}},
-		{"wildcard host", func(g *ir.Gateway) *ir.Gateway {
-			c, v := cowVirtualHost(g, 0, 0, 0)
-			v.Hostname = "*.example.com"
-			return c
-		}, map[resourcev3.Type][]string{
+		{"wildcard host", editWildcardHost, map[resourcev3.Type][]string{
 			resourcev3.RouteType:       {rc},
 			resourcev3.VirtualHostType: {"-" + rc + "/host-00000.example.com", rc + "/*.example.com"},
 		}},
@@ -268,37 +279,5 @@ func TestVHDSTranslatorChanges(t *testing.T) {
 // Random copy-on-write edits give what a fresh translation gives, VHDS
 // forms included.
 func TestVHDSTranslatorRandomEdits(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	x := NewTranslator()
-	gw := generatedGateway(300)
-	if _, err := x.Translate(gw); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 40; i++ {
-		nvh := len(gw.Listeners[0].FilterChains[0].RouteConfig.VirtualHosts)
-		c, v := cowVirtualHost(gw, 0, 0, rng.IntN(nvh))
-		switch rng.IntN(4) {
-		case 0, 1: // edit a route
-			k := rng.IntN(len(v.Routes))
-			r := *v.Routes[k]
-			r.Match = ir.Match{Path: prefix(fmt.Sprintf("/edit/%d", i))}
-			v.Routes[k] = &r
-		case 2: // rename the host, sometimes to a wildcard
-			v.Hostname = fmt.Sprintf("h%d.example.com", i)
-			if rng.IntN(3) == 0 {
-				v.Hostname = "*." + v.Hostname
-			}
-		case 3: // add a host
-			rc := c.Listeners[0].FilterChains[0].RouteConfig
-			rc.VirtualHosts = append(rc.VirtualHosts, &ir.VirtualHost{Name: fmt.Sprintf("added-%d", i),
-				Hostname: fmt.Sprintf("added-%d.example.com", i), Routes: v.Routes[:1]})
-		}
-		gw = c
-		got, err := x.Translate(gw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		identical(t, got, mustTranslate(t, gw), "fresh translation")
-		checkValid(t, got)
-	}
+	checkRandomEdits(t, vhdsOnly, rand.New(rand.NewPCG(3, 4)), 40)
 }
