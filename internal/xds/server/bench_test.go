@@ -70,11 +70,21 @@ func shapedGateway(s gatewayShape, path0 string) *ir.Gateway {
 // connected over delta ADS (wildcard on every type, virtual hosts too:
 // delta clients get route tables by VHDS) that receives and
 // acknowledges each push: the cost of handing one change to the cache and
-// of the push it causes (b.N pushes are awaited).
+// of the push it causes (b.N pushes are awaited). vhds: the table in VHDS
+// form (the change is a virtual host); scoped: in scoped form, as by
+// default at that size (the change is one host's route config).
 func BenchmarkUpdateRouteChange(b *testing.B) {
-	{
-		b.Run("vhds", func(b *testing.B) {
-			x := translate.NewTranslator()
+	for _, form := range []struct {
+		name string
+		opts translate.Options
+		// changes is the type a route change comes as.
+		changes string
+	}{
+		{"vhds", translate.Options{ScopeAtRoutes: -1}, resourcev3.VirtualHostType},
+		{"scoped", translate.Options{}, resourcev3.RouteType},
+	} {
+		b.Run(form.name, func(b *testing.B) {
+			x := translate.NewTranslatorWith(form.opts)
 			var res [2]*translate.Resources
 			for i, p := range []string{"/a", "/b"} {
 				r, err := x.Translate(largeGateway(10000, p))
@@ -125,7 +135,7 @@ func BenchmarkUpdateRouteChange(b *testing.B) {
 						return
 					}
 					_ = stream.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
-					if r.GetTypeUrl() == resourcev3.VirtualHostType {
+					if r.GetTypeUrl() == form.changes {
 						n := 0
 						for _, res := range r.GetResources() {
 							n += len(res.GetResource().GetValue())
