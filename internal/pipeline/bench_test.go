@@ -195,9 +195,11 @@ func BenchmarkEndpointChange(b *testing.B) {
 }
 
 // deltaForms are the lists of Resources a delta client is served: route
-// tables in VHDS form and their virtual hosts (translate's vhds.go).
+// tables in VHDS form and their virtual hosts (translate's vhds.go), or
+// in scoped form with their scopes and host-scope filters (scoped.go).
 var deltaForms = []string{resourcev3.ListenerType, translate.VHDSRouteType, resourcev3.VirtualHostType,
-	resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType}
+	resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType,
+	resourcev3.ScopedRouteType, resourcev3.ExtensionConfigType}
 
 // changedBytes is the encoded size of the resources that differ between
 // two hand-offs (translate.Diff): what delta xDS sends to one proxy of each
