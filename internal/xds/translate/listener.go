@@ -119,8 +119,11 @@ func (t *translator) listenersAndRoutes(ents *[numTypes][]*entry) error {
 			vhosts = append(vhosts, v.vhds)
 		}
 	}
-	if err := checkRouteNames(routes); err != nil {
-		return err
+	if len(scopes) > 0 {
+		// Only a scoped table's hosts can take another's name.
+		if err := checkRouteNames(routes); err != nil {
+			return err
+		}
 	}
 	ents[listenerIdx], ents[routeIdx], ents[vhdsRouteIdx], ents[virtualHostIdx] = listeners, routes, vhdsRoutes, vhosts
 	ents[scopedRouteIdx], ents[extensionConfigIdx] = scopes, filters
