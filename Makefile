@@ -169,7 +169,12 @@ conformance:
 	$(GO) test -count=1 -timeout $(CONFORMANCE_TIMEOUT) -v -run '^(TestSkipListMatchesSuiteSource|TestConformance)$$' ./test/conformance/ \
 		>_output/conformance.log 2>&1; rc=$$?; \
 	grep -E -- '^--- |^(ok|FAIL)\b|_test\.go:[0-9]+: (suite v|setup in|suite ran|passed |FAILED|report:|timed out|data plane did not run)' _output/conformance.log; \
-	if [ $$rc -ne 0 ]; then echo "conformance: FAILED, last lines of _output/conformance.log:"; tail -60 _output/conformance.log; fi; \
+	if [ $$rc -ne 0 ]; then \
+		echo "conformance: FAILED; what TestConformance logged after the suite (cleanups):"; \
+		awk '/_test\.go:[0-9]+: suite ran/{p=1} p{print} /^--- (FAIL|PASS): TestConformance /{exit}' _output/conformance.log | tail -100; \
+		echo "conformance: FAILED, failing subtests:"; grep -E -- '--- FAIL' _output/conformance.log | head -40; \
+		echo "conformance: FAILED, assertion failures:"; grep -E -A12 'Error Trace:' _output/conformance.log | cut -c1-400 | head -120; \
+		echo "conformance: FAILED, last lines of _output/conformance.log:"; tail -30 _output/conformance.log; fi; \
 	exit $$rc
 
 .PHONY: conformance-report

@@ -361,14 +361,18 @@ func startPortico(t *testing.T, cfg *rest.Config, c client.Client, dp *dataplane
 		done := make(chan error, 1)
 		go func() { done <- ctrl.Run(rctx) }()
 		t.Cleanup(func() {
+			stopping := time.Now()
 			cancel()
 			select {
 			case err := <-done:
 				if err != nil {
-					t.Errorf("replica %s: %v", name, err)
+					t.Errorf("replica %s stopped with an error after %s: %v", name, time.Since(stopping).Round(time.Millisecond), err)
+				} else {
+					t.Logf("replica %s stopped in %s", name, time.Since(stopping).Round(time.Millisecond))
 				}
 			case <-time.After(30 * time.Second):
-				t.Errorf("replica %s did not stop", name)
+				t.Errorf("replica %s did not stop in 30s; its goroutines follow", name)
+				logStacks(t)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -39,9 +40,12 @@ func startDataPlane(t *testing.T, cfg *rest.Config) *dataplane.DataPlane {
 		t.Fatalf("data plane: %v", err)
 	}
 	t.Cleanup(func() {
+		stopping := time.Now()
 		if err := dp.Close(); err != nil {
-			t.Errorf("stopping the data plane: %v", err)
+			t.Errorf("stopping the data plane (%s): %v", time.Since(stopping).Round(time.Millisecond), err)
+			return
 		}
+		t.Logf("data plane stopped in %s", time.Since(stopping).Round(time.Millisecond))
 	})
 	return dp
 }
