@@ -114,7 +114,11 @@ func splitByPath(fwd *ir.Forward) ([]*ir.Forward, []*uint32) {
 		own = own || (b.Filters != nil && b.Filters.URLRewrite != nil && b.Filters.URLRewrite.Path != nil)
 	}
 	if !own {
-		return []*ir.Forward{hostsPerBackend(fwd)}, []*uint32{nil}
+		one := &struct {
+			f [1]*ir.Forward
+			w [1]*uint32
+		}{f: [1]*ir.Forward{hostsPerBackend(fwd)}}
+		return one.f[:], one.w[:]
 	}
 	type group struct {
 		path     *ir.PathModifier

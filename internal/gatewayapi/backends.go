@@ -173,24 +173,33 @@ func clusterEndpoints(eps []*discoveryv1.EndpointSlice, portName string, udp boo
 	if udp {
 		proto = corev1.ProtocolUDP
 	}
-	var out []ir.Endpoint
-	for _, es := range eps {
-		if es == nil || (es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6) {
-			continue
+	// The target port of each slice (0: none), and an upper bound of the
+	// endpoints, so that the list is allocated once.
+	var targets [8]int32
+	bound := 0
+	for i, es := range eps {
+		t := sliceTarget(es, portName, proto, udp)
+		if i < len(targets) {
+			targets[i] = t
 		}
+		if t != 0 {
+			for _, ep := range es.Endpoints {
+				bound += len(ep.Addresses)
+			}
+		}
+	}
+	if bound == 0 {
+		return nil
+	}
+	out := make([]ir.Endpoint, 0, bound)
+	for i, es := range eps {
 		var target int32
-		for _, p := range es.Ports {
-			name := ""
-			if p.Name != nil {
-				name = *p.Name
-			}
-			if name != portName || p.Port == nil || (p.Protocol != nil && *p.Protocol != proto) || (p.Protocol == nil && udp) {
-				continue
-			}
-			target = *p.Port
-			break
+		if i < len(targets) {
+			target = targets[i]
+		} else {
+			target = sliceTarget(es, portName, proto, udp)
 		}
-		if target < 1 || target > 65535 {
+		if target == 0 {
 			continue
 		}
 		for _, ep := range es.Endpoints {
@@ -205,6 +214,9 @@ func clusterEndpoints(eps []*discoveryv1.EndpointSlice, portName string, udp boo
 			}
 		}
 	}
+	if len(out) == 0 {
+		return nil // as for no slices
+	}
 	// Sorted, then deduplicated: equal endpoints are adjacent.
 	slices.SortFunc(out, func(a, b ir.Endpoint) int {
 		if c := strings.Compare(a.Address, b.Address); c != 0 {
@@ -213,6 +225,29 @@ func clusterEndpoints(eps []*discoveryv1.EndpointSlice, portName string, udp boo
 		return cmp.Compare(a.Port, b.Port)
 	})
 	return slices.Compact(out)
+}
+
+// sliceTarget is the target port of the port named portName of
+// protocol proto (UDP when udp) in an IPv4 or IPv6 EndpointSlice, 0 when
+// it has none (or the slice is of another address type).
+func sliceTarget(es *discoveryv1.EndpointSlice, portName string, proto corev1.Protocol, udp bool) int32 {
+	if es == nil || (es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6) {
+		return 0
+	}
+	for _, p := range es.Ports {
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		if name != portName || p.Port == nil || (p.Protocol != nil && *p.Protocol != proto) || (p.Protocol == nil && udp) {
+			continue
+		}
+		if t := *p.Port; t >= 1 && t <= 65535 {
+			return t
+		}
+		return 0
+	}
+	return 0
 }
 
 // backendSet accumulates the backendRefs of one rule.

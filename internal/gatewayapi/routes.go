@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -223,7 +224,8 @@ func (p parentName) desc() string {
 // attachParent selects the listeners of one parent a route attaches to.
 func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []*listener, parent parentName) {
 	ref := parent.ref
-	var relevant []*listener
+	var relevantBuf, allowedBuf [8]*listener // on the stack for most Gateways
+	relevant := relevantBuf[:0]
 	for _, l := range candidates {
 		if ref.SectionName != "" && ref.SectionName != l.name {
 			continue
@@ -237,7 +239,7 @@ func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []
 		ps.fail = &problem{string(gwv1.RouteReasonNoMatchingParent), fmt.Sprintf("%s has no listener%s", parent.desc(), selectorDesc(ref))}
 		return
 	}
-	var allowed []*listener
+	allowed := allowedBuf[:0]
 	kindOK := false
 	for _, l := range relevant {
 		if !l.allowed[kindIndex(rs.kind)] {
@@ -256,12 +258,18 @@ func (t *translator) attachParent(rs *routeState, ps *parentState, candidates []
 		ps.fail = &problem{string(gwv1.RouteReasonNotAllowedByListeners), msg}
 		return
 	}
+	var atts []attachment // allocated together, when the first one is
 	for _, l := range allowed {
 		if rs.noHostname {
 			break
 		}
 		if hs := effectiveHostnames(l.hostname, rs.hostnames); len(hs) > 0 {
-			ps.atts = append(ps.atts, &attachment{route: rs, listener: l, hostnames: hs})
+			if atts == nil {
+				atts = make([]attachment, 0, len(allowed))
+				ps.atts = slices.Grow(ps.atts, len(allowed))
+			}
+			atts = append(atts, attachment{route: rs, listener: l, hostnames: hs})
+			ps.atts = append(ps.atts, &atts[len(atts)-1])
 		}
 	}
 	if len(ps.atts) == 0 {

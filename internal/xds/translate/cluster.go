@@ -251,17 +251,19 @@ func sameMap[K comparable, V any](a, b map[K]V) bool {
 
 // clusterEntry translates the EDS cluster of c.
 func (t *translator) clusterEntry(c *ir.Cluster) (*entry, error) {
-	cl := &clusterv3.Cluster{
-		Name:                 c.Name,
-		ClusterDiscoveryType: edsClusterType,
-		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
-			EdsConfig:   sharedADS,
-			ServiceName: c.Name,
-		},
-		ConnectTimeout:  t.settings.connectTimeout,
-		LbPolicy:        clusterv3.Cluster_ROUND_ROBIN,
-		CircuitBreakers: t.settings.circuitBreakers,
-	}
+	// The cluster is kept: its two messages are allocated together.
+	parts := &struct {
+		cl  clusterv3.Cluster
+		eds clusterv3.Cluster_EdsClusterConfig
+	}{}
+	parts.eds.EdsConfig, parts.eds.ServiceName = sharedADS, c.Name
+	cl := &parts.cl
+	cl.Name = c.Name
+	cl.ClusterDiscoveryType = edsClusterType
+	cl.EdsClusterConfig = &parts.eds
+	cl.ConnectTimeout = t.settings.connectTimeout
+	cl.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+	cl.CircuitBreakers = t.settings.circuitBreakers
 	switch c.Protocol {
 	case ir.UpstreamHTTP2:
 		if t.http2 == nil {
@@ -339,7 +341,9 @@ type lbEndpointParts struct {
 // or whose port is out of range cannot be used by an EDS cluster and are
 // left out.
 func (t *translator) loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: c.Name}
+	t.cla = claParts{}
+	cla := &t.cla.cla
+	cla.ClusterName = c.Name
 	eps := endpointsOf(c)
 	n := len(eps)
 	if n == 0 {
@@ -373,9 +377,19 @@ func (t *translator) loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssign
 		ptrs = append(ptrs, &x.lb)
 	}
 	if len(ptrs) > 0 {
-		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: ptrs}}
+		t.cla.locality.LbEndpoints = ptrs
+		t.cla.localities[0] = &t.cla.locality
+		cla.Endpoints = t.cla.localities[:]
 	}
 	return cla
+}
+
+// claParts are the scratch messages of loadAssignment besides the
+// endpoints'.
+type claParts struct {
+	cla        endpointv3.ClusterLoadAssignment
+	locality   endpointv3.LocalityLbEndpoints
+	localities [1]*endpointv3.LocalityLbEndpoints
 }
 
 // endpointProtocol is the socket protocol of the endpoints of a cluster

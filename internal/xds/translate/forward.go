@@ -113,7 +113,7 @@ func (t *translator) forward(out *routev3.Route, parts *routeParts, f *ir.Forwar
 // weightedClusters merges the backends into clusters with positive weight,
 // in order of first appearance, and says whether any of them is valid.
 func (t *translator) weightedClusters(backends []*ir.WeightedBackend) ([]weighted, bool) {
-	out := make([]weighted, 0, len(backends))
+	out := t.weighted[:0] // the translator's: valid until the next call
 	anyValid := false
 next:
 	for _, b := range backends {
@@ -138,6 +138,7 @@ next:
 		}
 		out = append(out, weighted{name: name, weight: uint64(b.Weight), headers: headers})
 	}
+	t.weighted = out
 	return out, anyValid
 }
 

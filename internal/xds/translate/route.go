@@ -351,16 +351,48 @@ type routeParts struct {
 	prefix    routev3.RouteMatch_Prefix
 	sepPrefix routev3.RouteMatch_PathSeparatedPrefix
 	path      routev3.RouteMatch_Path
+	// headers and queries are the messages of header and query
+	// parameter matches, with the lists of pointers to them: kept, with
+	// their capacity, by scratch.
+	headers    []headerParts
+	headerPtrs []*routev3.HeaderMatcher
+	queries    []queryParts
+	queryPtrs  []*routev3.QueryParameterMatcher
 }
 
 // scratch returns the translator's route messages, cleared.
 func (t *translator) scratch() *routeParts {
 	if t.parts == nil {
 		t.parts = &routeParts{}
-	} else {
-		*t.parts = routeParts{}
+		return t.parts
 	}
-	return t.parts
+	p := t.parts
+	hs, hp, qs, qp := p.headers[:0], p.headerPtrs[:0], p.queries[:0], p.queryPtrs[:0]
+	*p = routeParts{headers: hs, headerPtrs: hp, queries: qs, queryPtrs: qp}
+	return p
+}
+
+// headerBuf returns k cleared header match messages of parts and an
+// empty list of capacity k for them.
+func (parts *routeParts) headerBuf(k int) ([]headerParts, []*routev3.HeaderMatcher) {
+	if cap(parts.headers) < k {
+		parts.headers = make([]headerParts, k)
+		parts.headerPtrs = make([]*routev3.HeaderMatcher, 0, k)
+	}
+	hs := parts.headers[:k]
+	clear(hs)
+	return hs, parts.headerPtrs[:0:k]
+}
+
+// queryBuf is headerBuf for query parameter matches.
+func (parts *routeParts) queryBuf(k int) ([]queryParts, []*routev3.QueryParameterMatcher) {
+	if cap(parts.queries) < k {
+		parts.queries = make([]queryParts, k)
+		parts.queryPtrs = make([]*routev3.QueryParameterMatcher, 0, k)
+	}
+	qs := parts.queries[:k]
+	clear(qs)
+	return qs, parts.queryPtrs[:0:k]
 }
 
 // headerParts and queryParts are the messages of an exact header or query
@@ -485,8 +517,7 @@ func routeMatchIn(out *routev3.RouteMatch, parts *routeParts, m ir.Match) error 
 		if m.Method != "" {
 			k++
 		}
-		hs = make([]headerParts, k)
-		out.Headers = make([]*routev3.HeaderMatcher, 0, k)
+		hs, out.Headers = parts.headerBuf(k)
 	}
 	for _, h := range m.Headers {
 		x := &hs[0]
@@ -511,8 +542,7 @@ func routeMatchIn(out *routev3.RouteMatch, parts *routeParts, m ir.Match) error 
 	}
 	var qs []queryParts
 	if len(m.QueryParams) > 0 {
-		qs = make([]queryParts, len(m.QueryParams))
-		out.QueryParameters = make([]*routev3.QueryParameterMatcher, 0, len(m.QueryParams))
+		qs, out.QueryParameters = parts.queryBuf(len(m.QueryParams))
 	}
 	for _, q := range m.QueryParams {
 		x := &qs[0]

@@ -102,6 +102,9 @@ type translator struct {
 	parts         *routeParts
 	endpointParts []lbEndpointParts
 	endpointPtrs  []*endpointv3.LbEndpoint
+	cla           claParts
+	// weighted is weightedClusters' result, reused.
+	weighted []weighted
 	// http2 is the packed upstream HTTP/2 options, made once.
 	http2 *anypb.Any
 	// listenerProblems are the listeners left out (Problem).
