@@ -255,6 +255,31 @@ type backendSet struct {
 	backends []*ir.WeightedBackend // valid, weight > 0, one per cluster
 	invalid  uint32                // total weight of unresolved refs
 	clusters []*clusterDef
+	// store holds the backends' values (reserve).
+	store []ir.WeightedBackend
+}
+
+// smallBackends are the lists of a rule with few backendRefs, allocated
+// together (reserve); one more pointer for forward's invalid share.
+type smallBackends struct {
+	store    [4]ir.WeightedBackend
+	backends [5]*ir.WeightedBackend
+	clusters [4]*clusterDef
+}
+
+// reserve makes room for n backendRefs, so that adding them allocates
+// nothing more.
+func (b *backendSet) reserve(n int) {
+	if n <= len(smallBackends{}.store) {
+		if n > 0 {
+			s := &smallBackends{}
+			b.store, b.backends, b.clusters = s.store[:0], s.backends[:0], s.clusters[:0]
+		}
+		return
+	}
+	b.store = make([]ir.WeightedBackend, 0, n)
+	b.backends = make([]*ir.WeightedBackend, 0, n+1)
+	b.clusters = make([]*clusterDef, 0, n)
 }
 
 // add adds a backendRef: its cluster (nil: invalid), weight and own
@@ -276,7 +301,14 @@ func (b *backendSet) add(def *clusterDef, weight *int32, headers *ir.BackendFilt
 			}
 		}
 	}
-	b.backends = append(b.backends, &ir.WeightedBackend{Cluster: def.name, Weight: w, Filters: headers})
+	var wb *ir.WeightedBackend
+	if len(b.store) < cap(b.store) {
+		b.store = append(b.store, ir.WeightedBackend{Cluster: def.name, Weight: w, Filters: headers})
+		wb = &b.store[len(b.store)-1]
+	} else {
+		wb = &ir.WeightedBackend{Cluster: def.name, Weight: w, Filters: headers}
+	}
+	b.backends = append(b.backends, wb)
 	if !slices.Contains(b.clusters, def) {
 		b.clusters = append(b.clusters, def)
 	}

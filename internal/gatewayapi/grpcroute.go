@@ -19,7 +19,9 @@ func (t *translator) compileGRPCRoute(rs *routeState, rules []gwv1.GRPCRouteRule
 }
 
 func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRouteRule) {
-	irMatches, keys, ok := compileMatches(rs, idx, rule.Matches, grpcMatch)
+	var mbuf [2]ir.Match
+	var kbuf [2]precedence
+	irMatches, keys, ok := compileMatches(rs, idx, rule.Matches, grpcMatch, mbuf[:], kbuf[:])
 	if !ok {
 		return
 	}
@@ -53,7 +55,11 @@ func (t *translator) compileGRPCRule(rs *routeState, idx int, rule *gwv1.GRPCRou
 			fwd.URLRewrite = &ir.URLRewrite{Hostname: fs.hostRewrite}
 		}
 		tmpl.Forward = fwd
-		clusters = append(clusters, set.clusters...)
+		if len(clusters) == 0 {
+			clusters = set.clusters
+		} else {
+			clusters = append(clusters, set.clusters...)
+		}
 	}
 	rs.addRoutes(idx, tmpl, irMatches, keys, clusters)
 }

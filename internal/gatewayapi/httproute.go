@@ -42,7 +42,9 @@ func (t *translator) compileHTTPRoute(rs *routeState, rules []gwv1.HTTPRouteRule
 }
 
 func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRouteRule) {
-	irMatches, keys, ok := compileMatches(rs, idx, rule.Matches, httpMatch)
+	var mbuf [2]ir.Match
+	var kbuf [2]precedence
+	irMatches, keys, ok := compileMatches(rs, idx, rule.Matches, httpMatch, mbuf[:], kbuf[:])
 	if !ok {
 		return
 	}
@@ -137,7 +139,11 @@ func (t *translator) compileHTTPRule(rs *routeState, idx int, rule *gwv1.HTTPRou
 			fwd.URLRewrite, fwd.Mirrors = rewrite, fs.mirrors
 			fwd.Timeout, fwd.BackendTimeout, fwd.Retry = reqTimeout, backendTimeout, retry
 			tmpl.Forward = fwd
-			clusters = append(clusters, set.clusters...)
+			if len(clusters) == 0 {
+				clusters = set.clusters
+			} else {
+				clusters = append(clusters, set.clusters...)
+			}
 			fwds, fractions := splitByPath(fwd)
 			if len(fwds) > 1 {
 				rs.addSplitRoutes(idx, tmpl, fwds, fractions, irMatches, keys, clusters)

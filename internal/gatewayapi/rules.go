@@ -57,12 +57,19 @@ func (n ruleNames) duplicate(rs *routeState, idx int, name *gwv1.SectionName) bo
 // compileMatches translates the matches of rule idx with match; a rule
 // without matches has one, the zero match M. It reports false, having
 // dropped the rule, when a match is invalid.
-func compileMatches[M any](rs *routeState, idx int, matches []M, match func(*M) (ir.Match, precedence, *ruleError)) ([]ir.Match, []precedence, bool) {
+//
+// The lists are mbuf and kbuf when they have room (the caller's, on its
+// stack: the routes copy the matches and keys they are made of).
+func compileMatches[M any](rs *routeState, idx int, matches []M, match func(*M) (ir.Match, precedence, *ruleError), mbuf []ir.Match, kbuf []precedence) ([]ir.Match, []precedence, bool) {
 	if len(matches) == 0 {
-		matches = make([]M, 1)
+		var zero [1]M
+		matches = zero[:]
 	}
-	irMatches := make([]ir.Match, len(matches))
-	keys := make([]precedence, len(matches))
+	irMatches, keys := mbuf[:0], kbuf[:0]
+	if len(matches) > cap(mbuf) || len(matches) > cap(kbuf) {
+		irMatches, keys = make([]ir.Match, 0, len(matches)), make([]precedence, 0, len(matches))
+	}
+	irMatches, keys = irMatches[:len(matches)], keys[:len(matches)]
 	for j := range matches {
 		m, k, err := match(&matches[j])
 		if err != nil {
@@ -151,6 +158,7 @@ func extensionMessage(ref *gwv1.LocalObjectReference) string {
 // filters (backend_filters.go).
 func ruleBackends[B any](t *translator, rs *routeState, backendRefs []B, prefixOnly bool, ref func(*B) (gwv1.BackendRef, []filterFields)) backendSet {
 	var set backendSet
+	set.reserve(len(backendRefs))
 	for k := range backendRefs {
 		br, filters := ref(&backendRefs[k])
 		def, headers := t.ruleBackend(rs, k, br.BackendObjectReference, filters, prefixOnly)
