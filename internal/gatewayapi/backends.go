@@ -262,9 +262,9 @@ type backendSet struct {
 // smallBackends are the lists of a rule with few backendRefs, allocated
 // together (reserve); one more pointer for forward's invalid share.
 type smallBackends struct {
-	store    [4]ir.WeightedBackend
-	backends [5]*ir.WeightedBackend
-	clusters [4]*clusterDef
+	store    [2]ir.WeightedBackend
+	backends [3]*ir.WeightedBackend
+	clusters [2]*clusterDef
 }
 
 // reserve makes room for n backendRefs, so that adding them allocates

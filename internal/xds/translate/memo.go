@@ -189,8 +189,9 @@ type vhostEntry struct {
 	// clusters are the cluster names its routes name.
 	clusters []string
 	// wire is the virtual host's encoding, built from its routes' (see
-	// wire.go); no message of it is kept.
-	wire []byte
+	// wire.go); no message of it is kept. framed is the same bytes as a
+	// virtual_hosts field of a RouteConfiguration: wire is its end.
+	wire, framed []byte
 	// vhds is the virtual host as a VHDS resource (vhds.go), made with the
 	// first route config that holds it.
 	vhds *entry

@@ -269,7 +269,7 @@ func (t *translator) virtualHost(name, domain string, vh *ir.VirtualHost, prev *
 	if err != nil {
 		return nil, err
 	}
-	out.wire = vhostWire(t.hs.buf, out.routes) // hs.buf: v's encoding without routes
+	out.wire, out.framed = vhostWire(t.hs.buf, out.routes) // hs.buf: v's encoding without routes
 	out.hash = h
 	return out, nil
 }

@@ -10,7 +10,6 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	luav3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/lua/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/portico-dev/portico/internal/ir"
@@ -291,10 +290,10 @@ func (t *translator) hostRouteConfig(name string, v *vhostEntry) (*entry, error)
 	if err != nil {
 		return nil, fmt.Errorf("route config %q: %w", name, err)
 	}
-	// shell is this host's own: it carries the virtual host itself.
-	n := protowire.SizeTag(routeConfigVHosts) + protowire.SizeBytes(len(v.wire))
-	raw := protowire.AppendBytes(protowire.AppendTag(make([]byte, 0, n), routeConfigVHosts, protowire.BytesType), v.wire)
-	shell.ProtoReflect().SetUnknown(raw)
+	// shell is this host's own: it carries the virtual host itself, whose
+	// framed encoding is shared (never written: proto copies unknown
+	// fields when it encodes them).
+	shell.ProtoReflect().SetUnknown(v.framed)
 	return newEntry(name, shell, h), nil
 }
 

@@ -44,19 +44,25 @@ func fieldNumber(m proto.Message, name protoreflect.Name) protowire.Number {
 }
 
 // vhostWire returns the encoding of a virtual host from the encoding of
-// the virtual host without routes (shell) and its routes'.
-func vhostWire(shell []byte, routes []*routeEntry) []byte {
+// the virtual host without routes (shell) and its routes', and the same
+// bytes framed as a virtual_hosts field of a RouteConfiguration (the
+// encoding is the end of the framed form: one allocation, and a route
+// config of this virtual host alone, hostRouteConfig, copies nothing).
+func vhostWire(shell []byte, routes []*routeEntry) (wire, framed []byte) {
 	n := len(shell)
 	for _, r := range routes {
 		n += protowire.SizeTag(vhostRoutesField) + protowire.SizeBytes(len(r.wire))
 	}
-	b := make([]byte, 0, n)
+	head := protowire.SizeTag(routeConfigVHosts) + protowire.SizeVarint(uint64(n))
+	b := make([]byte, 0, head+n)
+	b = protowire.AppendTag(b, routeConfigVHosts, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
 	b = append(b, shell...)
 	for _, r := range routes {
 		b = protowire.AppendTag(b, vhostRoutesField, protowire.BytesType)
 		b = protowire.AppendBytes(b, r.wire)
 	}
-	return b
+	return b[head:], b
 }
 
 // routeConfigWire returns a copy of shell (a RouteConfiguration without
@@ -64,12 +70,11 @@ func vhostWire(shell []byte, routes []*routeEntry) []byte {
 func routeConfigWire(shell *routev3.RouteConfiguration, vhosts []*vhostEntry) *routev3.RouteConfiguration {
 	n := 0
 	for _, v := range vhosts {
-		n += protowire.SizeTag(routeConfigVHosts) + protowire.SizeBytes(len(v.wire))
+		n += len(v.framed)
 	}
 	raw := make([]byte, 0, n)
 	for _, v := range vhosts {
-		raw = protowire.AppendTag(raw, routeConfigVHosts, protowire.BytesType)
-		raw = protowire.AppendBytes(raw, v.wire)
+		raw = append(raw, v.framed...)
 	}
 	w := proto.Clone(shell).(*routev3.RouteConfiguration)
 	w.ProtoReflect().SetUnknown(raw)
