@@ -2,15 +2,14 @@ package translate
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"maps"
-	"net/netip"
 	"reflect"
 	"slices"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
@@ -305,18 +304,14 @@ func http2ProtocolOptions() (*anypb.Any, error) {
 	})
 }
 
-// claEntry is the load assignment of c, kept in wire form (wire.go): the
-// messages are built in the translator's scratch space, validated and
-// encoded, and only the encoding is kept.
+// claEntry is the load assignment of c, kept in wire form (wire.go),
+// encoded by appendLoadAssignment (claenc.go).
 func (t *translator) claEntry(c *ir.Cluster) (*entry, error) {
-	cla := t.loadAssignment(c)
-	if err := validated(cla, c.Name); err != nil {
-		return nil, err
+	if c.Name == "" {
+		return nil, fmt.Errorf("load assignment without a cluster name")
 	}
-	h, err := t.hs.message(cla)
-	if err != nil {
-		return nil, fmt.Errorf("%q: %w", c.Name, err)
-	}
+	t.hs.buf, t.addrs = appendLoadAssignment(t.hs.buf[:0], t.addrs, c.Name, endpointProtocol(c.Protocol), endpointsOf(c))
+	h := sha256.Sum256(t.hs.buf)
 	w, err := claWire(c.Name, t.hs.buf)
 	if err != nil {
 		return nil, err
@@ -324,79 +319,6 @@ func (t *translator) claEntry(c *ir.Cluster) (*entry, error) {
 	return newEntry(c.Name, w, h), nil
 }
 
-// lbEndpointParts are the messages of one endpoint, allocated together.
-type lbEndpointParts struct {
-	lb   endpointv3.LbEndpoint
-	host endpointv3.LbEndpoint_Endpoint
-	ep   endpointv3.Endpoint
-	addr corev3.Address
-	sa   corev3.Address_SocketAddress
-	sock corev3.SocketAddress
-	port corev3.SocketAddress_PortValue
-}
-
-// loadAssignment lists the endpoints of c in one locality, in the
-// translator's scratch messages: the result is valid until the next call.
-// Endpoints whose address is not an IP (e.g. from an FQDN EndpointSlice)
-// or whose port is out of range cannot be used by an EDS cluster and are
-// left out.
-func (t *translator) loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
-	t.cla = claParts{}
-	cla := &t.cla.cla
-	cla.ClusterName = c.Name
-	eps := endpointsOf(c)
-	n := len(eps)
-	if n == 0 {
-		return cla
-	}
-	if cap(t.endpointParts) < n {
-		t.endpointParts = make([]lbEndpointParts, n)
-		t.endpointPtrs = make([]*endpointv3.LbEndpoint, 0, n)
-	}
-	all := t.endpointParts[:n]
-	clear(all)
-	ptrs := t.endpointPtrs[:0]
-	for _, e := range eps {
-		addr, err := netip.ParseAddr(e.Address)
-		if err != nil || addr.Zone() != "" || e.Port == 0 || e.Port > 65535 {
-			continue
-		}
-		s := e.Address
-		if !addr.Is4() {
-			// IPv4 addresses parse only in their canonical form.
-			s = addr.Unmap().String()
-		}
-		x := &all[len(ptrs)]
-		x.port.PortValue = e.Port
-		x.sock.Protocol, x.sock.Address, x.sock.PortSpecifier = endpointProtocol(c.Protocol), s, &x.port
-		x.sa.SocketAddress = &x.sock
-		x.addr.Address = &x.sa
-		x.ep.Address = &x.addr
-		x.host.Endpoint = &x.ep
-		x.lb.HostIdentifier = &x.host
-		ptrs = append(ptrs, &x.lb)
-	}
-	if len(ptrs) > 0 {
-		t.cla.locality.LbEndpoints = ptrs
-		t.cla.localities[0] = &t.cla.locality
-		cla.Endpoints = t.cla.localities[:]
-	}
-	return cla
-}
-
-// claParts are the scratch messages of loadAssignment besides the
-// endpoints'.
-type claParts struct {
-	cla        endpointv3.ClusterLoadAssignment
-	locality   endpointv3.LocalityLbEndpoints
-	localities [1]*endpointv3.LocalityLbEndpoints
-}
-
-// endpointProtocol is the socket protocol of the endpoints of a cluster
-// of protocol p: UDP for the UDP port of a Service, TCP otherwise. Envoy
-// opens datagram sockets to a udp_proxy's hosts whatever the protocol of
-// their address; UDP says what the endpoint is (and a UDP port and a TCP
-// port of one number are different endpoints).
 func endpointProtocol(p ir.UpstreamProtocol) corev3.SocketAddress_Protocol {
 	if p == ir.UpstreamUDP {
 		return corev3.SocketAddress_UDP

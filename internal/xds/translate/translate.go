@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -98,11 +97,9 @@ type translator struct {
 	shared map[*ir.Route]*routeEntry
 	hs     hasher
 	// parts are the scratch messages of route, reused for every route;
-	// endpointParts and endpointPtrs those of loadAssignment.
-	parts         *routeParts
-	endpointParts []lbEndpointParts
-	endpointPtrs  []*endpointv3.LbEndpoint
-	cla           claParts
+	// addrs the addresses of a load assignment (appendLoadAssignment).
+	parts *routeParts
+	addrs []string
 	// weighted is weightedClusters' result, reused.
 	weighted []weighted
 	// http2 is the packed upstream HTTP/2 options, made once.
