@@ -11,18 +11,6 @@ import (
 	"github.com/portico-dev/portico/internal/ir"
 )
 
-// buildIR builds the IR of every accepted Gateway, sorted by
-// namespace/name.
-func (t *translator) buildIR() []*ir.Gateway {
-	var out []*ir.Gateway
-	for _, g := range t.gwOrder {
-		if g.accepted {
-			out = append(out, t.gatewayIR(g))
-		}
-	}
-	return out
-}
-
 // irBuilder assembles the IR of one Gateway: its listeners, the virtual
 // hosts of their route configurations, and the clusters and secrets they
 // use.

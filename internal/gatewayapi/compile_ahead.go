@@ -45,6 +45,9 @@ var parallelCompileMin = 64
 // compilation made: those its worker's buffer kept between two marks.
 type compiledAhead struct {
 	CompiledRoute
+	// rs is the route's state the compilation filled in, taken over by
+	// the translation (translateRoute).
+	rs       *routeState
 	src      routeSource
 	ok       bool // compiled (the route exists)
 	reads    *inputs.Buffer
@@ -126,7 +129,7 @@ func (t *translator) compileOne(ref resource.Ref, c *compiledAhead, buf *inputs.
 	kind.compile(t.readingFor(ref), rs, src.obj)
 	*c = compiledAhead{
 		CompiledRoute: CompiledRoute{rules: rs.rules, hostnames: rs.hostnames, noHostname: rs.noHostname},
-		src:           src, ok: true, reads: buf, from: from, to: buf.Len(),
+		rs:            rs, src: src, ok: true, reads: buf, from: from, to: buf.Len(),
 	}
 	return nil
 }

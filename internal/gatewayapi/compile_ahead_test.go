@@ -7,18 +7,29 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/portico-dev/portico/internal/ir"
 	"github.com/portico-dev/portico/internal/resource"
 	"github.com/portico-dev/portico/internal/testenv/workload"
 )
 
-// compileMode runs f with routes compiled serially (parallel false) or
-// ahead on four goroutines whatever their number and the machine's CPUs.
+// compileMode runs f with routes compiled and Gateways assembled
+// serially (parallel false) or on four goroutines whatever their number
+// and the machine's CPUs.
 func compileMode[T any](parallel bool, f func() T) T {
-	prevMin, prevProcs := parallelCompileMin, runtime.GOMAXPROCS(4)
-	defer func() { parallelCompileMin = prevMin; runtime.GOMAXPROCS(prevProcs) }()
-	parallelCompileMin = math.MaxInt
-	if parallel {
+	return parallelMode(parallel, parallel, f)
+}
+
+// parallelMode runs f with routes compiled ahead (compile) and Gateways
+// assembled (build) on four goroutines, or serially.
+func parallelMode[T any](compile, build bool, f func() T) T {
+	prevMin, prevBuild, prevProcs := parallelCompileMin, parallelBuildMin, runtime.GOMAXPROCS(4)
+	defer func() { parallelCompileMin, parallelBuildMin = prevMin, prevBuild; runtime.GOMAXPROCS(prevProcs) }()
+	parallelCompileMin, parallelBuildMin = math.MaxInt, math.MaxInt
+	if compile {
 		parallelCompileMin = 1
+	}
+	if build {
+		parallelBuildMin = 1
 	}
 	return f()
 }
@@ -94,3 +105,46 @@ func TestCompileAheadRecordsTheSerialReads(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelBuildEqualsSerial: Gateways assembled in parallel give the
+// serial IR and statuses, with routes compiled either way.
+func TestParallelBuildEqualsSerial(t *testing.T) {
+	for name, snap := range worlds() {
+		opts := Options{ControllerName: workload.ControllerName}
+		if name == "determinism" {
+			opts = Options{ControllerName: testController}
+		}
+		for _, compile := range []bool{false, true} {
+			serial := parallelMode(compile, false, func() *Result { return Translate(snap, opts) })
+			parallel := parallelMode(compile, true, func() *Result { return Translate(snap, opts) })
+			if len(serial.Gateways) < 2 && name != "determinism" {
+				t.Fatalf("%s: %d Gateways translated, want several", name, len(serial.Gateways))
+			}
+			if !reflect.DeepEqual(serial.Gateways, parallel.Gateways) {
+				t.Errorf("%s (compiled ahead: %v): the IR differs when Gateways are assembled in parallel", name, compile)
+			}
+			if !reflect.DeepEqual(statuses(serial.StatusSet), statuses(parallel.StatusSet)) {
+				t.Errorf("%s (compiled ahead: %v): the statuses differ when Gateways are assembled in parallel", name, compile)
+			}
+		}
+	}
+}
+
+// A panic assembling one Gateway is raised on the translation's
+// goroutine, not lost on a worker's.
+func TestParallelBuildRaisesPanics(t *testing.T) {
+	tr := newTranslator(workload.Snapshot(500), Options{ControllerName: workload.ControllerName}, nil, newOneTranslation())
+	tr.run()
+	tr.cache = panickingCache{tr.cache}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("the worker's panic was not raised")
+		}
+	}()
+	parallelMode(false, true, func() []*ir.Gateway { return tr.buildIR() })
+}
+
+// panickingCache panics when asked for an assembly.
+type panickingCache struct{ Cache }
+
+func (panickingCache) Assembly(resource.Key) *Assembly { panic("assembly") }

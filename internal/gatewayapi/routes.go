@@ -112,17 +112,19 @@ func (t *translator) translateRoute(ref resource.Ref, ahead *compiledAhead) *rou
 	if !ok {
 		return nil
 	}
-	rs := newRouteState(ref.Kind, src.meta, src.spec)
+	var rs *routeState
 	if c := t.cache.CompiledRoute(ref); c != nil {
+		rs = newRouteState(ref.Kind, src.meta, src.spec)
 		rs.rules, rs.hostnames, rs.noHostname = c.rules, c.hostnames, c.noHostname
 	} else if ahead != nil {
 		ahead.replay(t.in)
-		rs.rules, rs.hostnames, rs.noHostname = ahead.rules, ahead.hostnames, ahead.noHostname
+		rs = ahead.rs // the state compileOne made, with these rules and hostnames
 		// A copy: a pointer into compileAhead's slice would keep all of it
 		// (and every route's buffered reads) alive in the cache.
 		kept := ahead.CompiledRoute
 		t.cache.KeepCompiledRoute(ref, &kept)
 	} else {
+		rs = newRouteState(ref.Kind, src.meta, src.spec)
 		rs.setHostnames(src.hostnames)
 		kind.compile(t.readingFor(ref), rs, src.obj) // the route's reads
 		t.cache.KeepCompiledRoute(ref, &CompiledRoute{rules: rs.rules, hostnames: rs.hostnames, noHostname: rs.noHostname})

@@ -395,6 +395,8 @@ func (cr *compiledRoute) routeOnPort(port uint32) *ir.Route {
 	if r.Redirect == nil || r.Redirect.Port != nil {
 		return r
 	}
+	portCopyMu.Lock() // Gateways may be assembled in parallel (build_parallel.go)
+	defer portCopyMu.Unlock()
 	if cr.withPort == nil || cr.portOf != port {
 		cr.withPort, cr.portOf = withListenerPort(r, port), port
 	}

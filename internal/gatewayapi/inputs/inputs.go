@@ -158,6 +158,10 @@ func (b *Buffer) Replay(r *Reader, from, to int) {
 	}
 }
 
+// Records reports whether r records its reads (it has a Recorder and an
+// owner).
+func (r *Reader) Records() bool { return r.rec != nil && r.owner.Kind != 0 }
+
 func (r *Reader) record(kind resource.Kind, key resource.Key) {
 	if r.rec != nil && r.owner.Kind != 0 {
 		r.rec.Read(r.owner, resource.Ref{Kind: kind, Key: key})
