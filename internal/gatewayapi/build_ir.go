@@ -212,7 +212,11 @@ func (b *irBuilder) memoClusters(prev *Assembly) *Assembly {
 	}
 	var dirty map[string]bool
 	if prev == nil {
-		m.uses = make(map[string]clusterCount, len(b.newVhosts))
+		n := 0 // an upper bound of the clusters: the map grows once
+		for _, v := range b.newVhosts {
+			n += len(v.uses)
+		}
+		m.uses = make(map[string]clusterCount, n)
 		for _, v := range b.newVhosts {
 			add(v, 1)
 		}

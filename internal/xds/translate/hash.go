@@ -113,16 +113,27 @@ func (e *entry) resource() types.Resource {
 
 // typeHash is the hash of the names and hashes of the resources of one
 // type, sorted by name. Its input is written into the reused buffer and
-// hashed at once (writing each name to a hash.Hash would allocate a copy).
+// hashed a few kilobytes at a time (writing each name to a hash.Hash
+// would allocate a copy; the whole input at once, a buffer the size of
+// the type).
 func (hs *hasher) typeHash(entries []*entry) hash {
+	const chunk = 16 << 10
+	h := sha256.New()
 	b := hs.buf[:0]
 	for _, e := range entries {
 		b = binary.BigEndian.AppendUint64(b, uint64(len(e.name)))
 		b = append(b, e.name...)
 		b = append(b, e.hash[:]...)
+		if len(b) >= chunk {
+			h.Write(b)
+			b = b[:0]
+		}
 	}
+	h.Write(b)
 	hs.buf = b
-	return sha256.Sum256(b)
+	var out hash
+	h.Sum(out[:0])
+	return out
 }
 
 // gatewayVersion is the version of a Gateway from the hashes of its
