@@ -21,9 +21,11 @@
 // by class, Services by Gateway, EndpointSlices); the semantics know
 // nothing of it, nor of modes of translation.
 //
-// One translation runs on one goroutine, but for compiling the routes the
-// cache does not hold, which a large translation spreads over the CPUs
-// with the serial result, reads recorded alike (compile_ahead.go).
+// One translation runs on one goroutine, but for two stages a large
+// translation spreads over the CPUs, with the serial result: compiling the
+// routes the cache does not hold, reads recorded alike
+// (compile_ahead.go), and assembling the IR of each Gateway
+// (build_parallel.go).
 //
 // Implementation choices where the specification leaves room:
 //   - A listener whose certificates cannot be used (missing, malformed,

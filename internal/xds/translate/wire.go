@@ -28,10 +28,11 @@ import (
 // are kept: the messages of routes are built in scratch space, encoded
 // and dropped, and Decode rebuilds the message for those who read it.
 //
-// Load assignments are kept the same way, for memory rather than speed:
-// the seven messages of each endpoint take ten times the bytes of its
-// encoding. A load assignment in Resources.Endpoints holds its cluster
-// name (which the xDS cache reads) and its endpoints as unknown fields.
+// Load assignments are kept the same way, for memory: the seven messages
+// of each endpoint take ten times the bytes of its encoding, which is
+// written directly, without the messages (claenc.go). A load assignment
+// in Resources.Endpoints holds its cluster name (which the xDS cache
+// reads) and its endpoints as unknown fields.
 
 var (
 	vhostRoutesField  = fieldNumber(&routev3.VirtualHost{}, "routes")
