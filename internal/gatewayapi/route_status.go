@@ -19,11 +19,20 @@ func (t *translator) routeStatuses() {
 		if len(rs.parents) == 0 {
 			continue
 		}
-		st := &gwv1.RouteStatus{Parents: make([]gwv1.RouteParentStatus, 0, len(rs.parents))}
+		var st *gwv1.RouteStatus
+		var conds []metav1.Condition // three per parent, allocated with the status
+		if len(rs.parents) == 1 {
+			one := &oneParentStatus{}
+			st, conds = &one.status, one.conds[:]
+			st.Parents = one.parents[:0]
+		} else {
+			st = &gwv1.RouteStatus{Parents: make([]gwv1.RouteParentStatus, 0, len(rs.parents))}
+			conds = make([]metav1.Condition, 3*len(rs.parents))
+		}
 		gen := rs.meta.Generation
-		for _, ps := range rs.parents {
+		for i, ps := range rs.parents {
 			// Accepted, ResolvedRefs and at most PartiallyInvalid.
-			c := &conditions{gen: gen, list: make([]metav1.Condition, 0, 3)}
+			c := conditions{gen: gen, list: conds[3*i : 3*i : 3*i+3]}
 			if ps.fail != nil {
 				c.set(string(gwv1.RouteConditionAccepted), false, ps.fail.reason, ps.fail.message)
 			} else {
@@ -48,6 +57,14 @@ func (t *translator) routeStatuses() {
 			Kind: rs.kind, Namespace: rs.meta.Namespace, Name: rs.meta.Name, Generation: gen, Route: st,
 		})
 	}
+}
+
+// oneParentStatus is the status of a route with one parent, allocated
+// together.
+type oneParentStatus struct {
+	status  gwv1.RouteStatus
+	parents [1]gwv1.RouteParentStatus
+	conds   [3]metav1.Condition
 }
 
 // acceptedMessage is the message of an accepted parent. Attachment does

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"unicode/utf8"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -280,13 +281,14 @@ func (t *translator) clusterEntry(c *ir.Cluster) (*entry, error) {
 	default:
 		return nil, fmt.Errorf("cluster %q: unknown protocol %q", c.Name, c.Protocol)
 	}
-	if c.TLS != nil && c.TLS.Blocked == "" {
-		ts, err := t.upstreamTLS(c)
-		if err != nil {
-			return nil, err
-		}
-		cl.TransportSocket = ts
+	if c.TLS == nil || c.TLS.Blocked != "" {
+		return t.templateEntry(c.Name, cl, c.Protocol == ir.UpstreamHTTP2) // clusterenc.go
 	}
+	ts, err := t.upstreamTLS(c)
+	if err != nil {
+		return nil, err
+	}
+	cl.TransportSocket = ts
 	return t.resourceEntry(c.Name, cl)
 }
 
@@ -309,6 +311,9 @@ func http2ProtocolOptions() (*anypb.Any, error) {
 func (t *translator) claEntry(c *ir.Cluster) (*entry, error) {
 	if c.Name == "" {
 		return nil, fmt.Errorf("load assignment without a cluster name")
+	}
+	if !utf8.ValidString(c.Name) {
+		return nil, fmt.Errorf("load assignment %q: the name is not valid UTF-8", c.Name)
 	}
 	t.hs.buf, t.addrs = appendLoadAssignment(t.hs.buf[:0], t.addrs, c.Name, endpointProtocol(c.Protocol), endpointsOf(c))
 	h := sha256.Sum256(t.hs.buf)

@@ -100,6 +100,9 @@ type translator struct {
 	// addrs the addresses of a load assignment (appendLoadAssignment).
 	parts *routeParts
 	addrs []string
+	// clusterTemplates encode the clusters without TLS, without and with
+	// HTTP/2 options (clusterenc.go), made on first use.
+	clusterTemplates [2]*clusterTemplate
 	// weighted is weightedClusters' result, reused.
 	weighted []weighted
 	// http2 is the packed upstream HTTP/2 options, made once.
