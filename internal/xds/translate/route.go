@@ -375,24 +375,24 @@ func (t *translator) scratch() *routeParts {
 // headerBuf returns k cleared header match messages of parts and an
 // empty list of capacity k for them.
 func (parts *routeParts) headerBuf(k int) ([]headerParts, []*routev3.HeaderMatcher) {
-	if cap(parts.headers) < k {
-		parts.headers = make([]headerParts, k)
-		parts.headerPtrs = make([]*routev3.HeaderMatcher, 0, k)
-	}
-	hs := parts.headers[:k]
-	clear(hs)
-	return hs, parts.headerPtrs[:0:k]
+	return scratchBuf(&parts.headers, &parts.headerPtrs, k)
 }
 
 // queryBuf is headerBuf for query parameter matches.
 func (parts *routeParts) queryBuf(k int) ([]queryParts, []*routev3.QueryParameterMatcher) {
-	if cap(parts.queries) < k {
-		parts.queries = make([]queryParts, k)
-		parts.queryPtrs = make([]*routev3.QueryParameterMatcher, 0, k)
+	return scratchBuf(&parts.queries, &parts.queryPtrs, k)
+}
+
+// scratchBuf returns k cleared elements of *buf and an empty list of
+// capacity k from *ptrs, both grown when short.
+func scratchBuf[T, P any](buf *[]T, ptrs *[]P, k int) ([]T, []P) {
+	if cap(*buf) < k {
+		*buf = make([]T, k)
+		*ptrs = make([]P, 0, k)
 	}
-	qs := parts.queries[:k]
-	clear(qs)
-	return qs, parts.queryPtrs[:0:k]
+	elems := (*buf)[:k]
+	clear(elems)
+	return elems, (*ptrs)[:0:k]
 }
 
 // headerParts and queryParts are the messages of an exact header or query
