@@ -192,6 +192,17 @@ conformance-report:
 bench-suite: kube-binaries
 	cd $(BENCH_MOD) && $(GO) run ./cmd/portico-bench $(BENCH_FLAGS)
 
+.PHONY: bench-cluster-scale
+
+## bench-cluster-scale: the cluster suite at 50,000 routes only (~30 min):
+## the two controllers' RSS and heap with their informer caches, sync and
+## propagation at that size; no Envoy, no fleet, no translation benchmark.
+## Writes _output/bench-50k/ (BENCHMARKS.md is left as it is)
+bench-cluster-scale: kube-binaries
+	cd $(BENCH_MOD) && $(GO) run ./cmd/portico-bench -sizes 50000 -skip-translate -skip-envoy -fleet 0 \
+		-probes 10 -endpoint-probes 5 -probe-budget 30s -out $(CURDIR)/_output/bench-50k \
+		-markdown $(CURDIR)/_output/bench-50k/BENCHMARKS.md -charts $(CURDIR)/_output/bench-50k
+
 .PHONY: test-rollout test-faults
 
 ## test-rollout: proxies under traffic on a kwok cluster with the local data

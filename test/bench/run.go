@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (*Results, *Details, error) {
 		Stages: map[string]*Stage{}, Errors: []string{},
 		Workload: map[string]any{
 			"gateways": Gateways, "route_namespaces": RouteNS, "hostnames_per_gateway": HostsPerGW,
-			"services": "one selector-less Service and EndpointSlice (2 endpoints) per route",
+			"services": "one headless, selector-less Service and EndpointSlice (2 endpoints) per route",
 			"live":     fmt.Sprintf("per namespace a Service over a Deployment of %d kwok Pods; 1 route in %d uses it", LiveReplicas, LiveEvery),
 			"churn":    fmt.Sprintf("%d route spec changes/s and %d live Pod restarts/s", ChurnRouteUpdatesPerSec, ChurnPodRestartsPerSec),
 			"probes":   fmt.Sprintf("%d route probes (quiet and churn) and %d endpoint probes per N, each batch at most %s", cfg.Probes, cfg.EndpointProbes, cfg.ProbeBudget),
